@@ -1,0 +1,11 @@
+# Two commands a newcomer needs: `make demo` (the main job, locally) and `make test` (everything CI runs).
+.PHONY: test lint unit demo venv
+venv:
+	bash hack/venv.sh
+test:
+	bash hack/test.sh
+lint: venv
+	.venv/bin/ruff check operator tests bench
+	.venv/bin/mypy
+unit: venv
+	.venv/bin/pytest -m "not e2e and not ansible"
