@@ -1,5 +1,5 @@
 # Two commands a newcomer needs: `make demo` (the main job, locally) and `make test` (everything CI runs).
-.PHONY: test lint unit demo venv
+.PHONY: test lint unit demo venv crd
 venv:
 	bash hack/venv.sh
 test:
@@ -9,3 +9,6 @@ lint: venv
 	.venv/bin/mypy
 unit: venv
 	.venv/bin/pytest -m "not e2e and not ansible"
+
+crd: venv
+	.venv/bin/aisctl crd > crds/inference.ascend.dev_ascendinferenceservices.yaml

@@ -1,0 +1,22 @@
+"""The AscendInferenceService API: pydantic models that are also the CRD's schema.
+
+Everything that reads a custom resource parses it into these models once; nothing downstream touches the
+raw body. `ascend_operator.api.crd` turns the same models into the CRD, so the schema the API server
+enforces and the one the operator trusts cannot drift apart.
+"""
+
+from ascend_operator.api.constants import API_VERSION, GROUP, KIND, PLURAL, SHORT_NAME, VERSION
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import AscendInferenceServiceStatus, Condition
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "SHORT_NAME",
+    "VERSION",
+    "AscendInferenceServiceSpec",
+    "AscendInferenceServiceStatus",
+    "Condition",
+]

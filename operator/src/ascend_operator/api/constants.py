@@ -1,0 +1,22 @@
+"""Names of the API and of the labels and annotations the operator puts on what it owns.
+
+Kept in one module so the CRD generator, the renderer, the handlers and the tests agree on every string.
+"""
+
+GROUP = "inference.ascend.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "AscendInferenceService"
+PLURAL = "ascendinferenceservices"
+SINGULAR = "ascendinferenceservice"
+SHORT_NAME = "ais"
+CATEGORY = "ascend"
+
+#: The extended resource the Ascend device plugin advertises for 910-series NPUs (mind-cluster
+#: ascend-device-plugin registers `huawei.com/Ascend910` for 910/910B chips).
+NPU_RESOURCE = "huawei.com/Ascend910"
+
+LABEL_SERVICE = f"{GROUP}/service"
+LABEL_REPLICA = f"{GROUP}/replica"
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+MANAGED_BY = "ascend-inference-operator"

@@ -1,0 +1,180 @@
+"""The engine part of the spec: every `vllm serve` flag of the seed's production profile as a typed field.
+
+Model-independent knobs default to the production profile of FACTS.md ("Production profile (final)"):
+MBT 8192, 32 sequences, memory utilization 0.90, block size 128. Model-specific flags (parsers, tokenizer
+mode, max model len) and feature objects (speculative, compilation, loader config) are absent unless the
+spec sets them: a default DeepSeek parser would be wrong for any other model, and an object default could
+not be switched off (the API server prunes nulls and would re-apply it). examples/dsv4-flash.yaml carries
+the seed's values for all of them. Cross-field rules live in `ascend_operator.validation.rules`.
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ascend_operator.api.base import ApiModel
+
+
+class CudagraphMode(StrEnum):
+    """vLLM `CompilationConfig.cudagraph_mode` values."""
+
+    NONE = "NONE"
+    PIECEWISE = "PIECEWISE"
+    FULL = "FULL"
+    FULL_DECODE_ONLY = "FULL_DECODE_ONLY"
+    FULL_AND_PIECEWISE = "FULL_AND_PIECEWISE"
+
+
+class SpeculativeSpec(ApiModel):
+    """Speculative decoding, rendered as `--speculative-config` JSON.
+
+    The seed runs DSpark with 7 draft tokens in eager mode: 689.75 tok/s at C64 (FACTS.md "Speculative
+    decoding"). The shell comment that dropped this flag is why the operator checks it after start.
+    """
+
+    method: str = Field(min_length=1, max_length=64, description="Speculative method (`method`), e.g. dspark.")
+    num_speculative_tokens: int = Field(
+        ge=1,
+        le=16,
+        description="Draft tokens per step (`num_speculative_tokens`). The seed's DSpark7 gives graph width 8.",
+    )
+    enforce_eager: bool | None = Field(
+        default=None, description="Run the draft model eagerly (`enforce_eager`); the seed sets true."
+    )
+
+
+class CompilationSpec(ApiModel):
+    """Graph compilation, rendered as `--compilation-config` JSON."""
+
+    cudagraph_mode: CudagraphMode | None = Field(
+        default=None,
+        description="`cudagraph_mode`; the seed's production profile uses FULL_DECODE_ONLY.",
+    )
+
+
+class ModelLoaderSpec(ApiModel):
+    """`--model-loader-extra-config`: the seed loads ~292 GB from 75 shards with 128 threads."""
+
+    enable_multithread_load: bool | None = Field(
+        default=None, description="`enable_multithread_load`: parallel shard loading."
+    )
+    num_threads: int | None = Field(default=None, ge=1, le=1024, description="`num_threads` (the seed: 128).")
+
+
+class AdditionalConfigSpec(ApiModel):
+    """vllm-ascend `--additional-config`: the keys this project knows, typed, plus a passthrough.
+
+    Keys are documented in vllm-ascend's user_guide/configuration/additional_config.md. Typed keys are
+    rendered in snake_case; `extra` is merged in as given. Keys removed upstream are refused by
+    validation so they can never be silently ignored.
+    """
+
+    enable_shared_expert_dp: bool | None = Field(
+        default=None, description="`enable_shared_expert_dp`: shared expert in DP (more memory)."
+    )
+    multistream_overlap_shared_expert: bool | None = Field(
+        default=None,
+        description="`multistream_overlap_shared_expert`; the seed saw ~820 -> 806 tok/s, so off by default.",
+    )
+    enable_prefill_mc2: bool | None = Field(
+        default=None,
+        description="`enable_prefill_mc2`: MC2 needs <= 24 experts per device and EP >= 16 on A2.",
+    )
+    enable_fused_mc2: bool | None = Field(
+        default=None, description="`enable_fused_mc2`: same MC2 preconditions as enable_prefill_mc2."
+    )
+    enable_reduce_sample: bool | None = Field(
+        default=None, description="`enable_reduce_sample`: incompatible with DSpark (capture fails)."
+    )
+    enable_cpu_binding: bool | None = Field(default=None, description="`enable_cpu_binding` (ARM hosts).")
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Further additional-config keys, passed through unchanged (snake_case, as vllm-ascend).",
+    )
+
+
+class LongContextSpec(ApiModel):
+    """The long-context path (DSA-CP / FlashComm / sequence parallel): off by default.
+
+    FACTS.md "Throughput and latency": DSA-CP makes 256K prefill 2.61x faster but takes ~10% of the KV
+    pool (1.078M -> 969K tokens on TP8) and a 512K request stalled at 97.5% KV. The seed's production
+    profile leaves it off; a user turning it on accepts that cliff.
+    """
+
+    enabled: bool = Field(
+        default=False,
+        description="Turn on context parallel + FlashComm1 (additional-config `enable_context_parallel`, "
+        "`enable_flashcomm1`). Requires numSpeculativeTokens+1 to be a multiple of parallelism.tensor.",
+    )
+
+
+class EngineSpec(ApiModel):
+    """Engine (vLLM) settings. Defaults are the seed's production profile."""
+
+    port: int = Field(default=8000, ge=1, le=65535, description="`--port` of the OpenAI-compatible server.")
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1,
+        description="`--max-model-len`: an admission limit (~300K context + output room in the seed), not a "
+        "promise such a request completes. Unset: vLLM takes the model's own limit and the HBM budget check "
+        "is skipped.",
+    )
+    max_num_batched_tokens: int = Field(
+        default=8192,
+        ge=1,
+        description="`--max-num-batched-tokens` (MBT): the chunked-prefill budget per step. 8192 is the "
+        "seed's HBM sweet spot; 32768 does not start at long context.",
+    )
+    max_num_seqs: int = Field(
+        default=32,
+        ge=1,
+        le=4096,
+        description="`--max-num-seqs`: running slots; a capacity and tail-latency knob.",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.90,
+        gt=0,
+        le=1,
+        description="`--gpu-memory-utilization` in (0, 1]; 0.90 keeps the seed's safety margin.",
+    )
+    block_size: int = Field(default=128, ge=1, le=4096, description="`--block-size` (KV block tokens).")
+    tokenizer_mode: str | None = Field(default=None, description="`--tokenizer-mode`.")
+    tool_call_parser: str | None = Field(default=None, description="`--tool-call-parser`.")
+    enable_auto_tool_choice: bool = Field(default=False, description="`--enable-auto-tool-choice`.")
+    reasoning_parser: str | None = Field(default=None, description="`--reasoning-parser`.")
+    hybrid_kv_cache_manager: bool | None = Field(
+        default=None,
+        description="true renders `--no-disable-hybrid-kv-cache-manager` (the seed's hybrid KV groups), "
+        "false `--disable-hybrid-kv-cache-manager`, unset leaves vLLM's default.",
+    )
+    enable_prompt_tokens_details: bool = Field(
+        default=True,
+        description="`--enable-prompt-tokens-details`: cached prompt tokens in usage, so a benchmark can check "
+        "the prefix-cache hit delta (FACTS.md benchmark pitfall 1).",
+    )
+    async_scheduling: bool = Field(
+        default=False, description="`--async-scheduling`; the seed measured 689.75 -> 687.31 tok/s, so off."
+    )
+    model_loader: ModelLoaderSpec | None = Field(
+        default=None, description="`--model-loader-extra-config`; unset omits the flag."
+    )
+    speculative: SpeculativeSpec | None = Field(
+        default=None, description="`--speculative-config`; unset runs without speculative decoding."
+    )
+    compilation: CompilationSpec | None = Field(
+        default=None, description="`--compilation-config`; unset omits the flag."
+    )
+    additional_config: AdditionalConfigSpec = Field(
+        default_factory=AdditionalConfigSpec, description="vllm-ascend `--additional-config`."
+    )
+    long_context: LongContextSpec = Field(
+        default_factory=LongContextSpec, description="The long-context path; off by default."
+    )
+    extra_args: list[Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Further `vllm serve` arguments passed through as list items (never through a shell). "
+        "A flag that a typed field renders may not be repeated here.",
+    )

@@ -1,0 +1,129 @@
+"""The top-level spec of an AscendInferenceService: what to serve, on how many NPUs, and how.
+
+Only single-field constraints live here; rules across fields are in `ascend_operator.validation.rules`,
+which also carries their CEL twins for the CRD.
+"""
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from ascend_operator.api.base import ApiModel
+from ascend_operator.api.engine import EngineSpec
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+
+
+class HostPathSource(ApiModel):
+    """Model weights on a node-local directory (the seed's /data/models)."""
+
+    path: str = Field(pattern=r"^/", min_length=2, description="Absolute directory on the node.")
+
+
+class PvcSource(ApiModel):
+    """Model weights on a PersistentVolumeClaim, mounted read-only."""
+
+    claim_name: str = Field(pattern=DNS_LABEL, max_length=253, description="PVC in the service's namespace.")
+    sub_path: str | None = Field(default=None, description="Directory inside the volume holding the model.")
+
+
+class ModelSource(ApiModel):
+    """Where the weights come from: exactly one of hostPath or pvc."""
+
+    host_path: HostPathSource | None = Field(default=None, description="A node directory.")
+    pvc: PvcSource | None = Field(default=None, description="A PersistentVolumeClaim.")
+
+
+class ModelSpec(ApiModel):
+    """The model to serve."""
+
+    path: str = Field(
+        pattern=r"^/",
+        min_length=2,
+        description="Model directory inside the container; the first `vllm serve` argument and the mount point.",
+    )
+    served_name: str = Field(
+        pattern=r"^[A-Za-z0-9][-._A-Za-z0-9/]*$",
+        max_length=253,
+        description="`--served-model-name`; clients and the canary ask for this name.",
+    )
+    quantization: str | None = Field(default=None, description="`--quantization` (`ascend` for W8A8).")
+    profile: str | None = Field(
+        default=None,
+        description="Name of a model profile (memory figures measured on Atlas 800 A2) for the HBM/KV budget "
+        "check; without one the check is skipped, never guessed.",
+    )
+    source: ModelSource = Field(description="Where the weights come from, mounted read-only.")
+
+
+class Parallelism(ApiModel):
+    """How each pod's NPUs are split: `data` engines of `tensor` NPUs each."""
+
+    tensor: int = Field(default=8, ge=1, le=16, description="`--tensor-parallel-size` (TP).")
+    data: int = Field(default=1, ge=1, le=16, description="`--data-parallel-size` (DP) inside the pod.")
+    expert: bool = Field(default=True, description="`--enable-expert-parallel` (EP = TP x DP).")
+
+
+class RuntimeMode(StrEnum):
+    """How the engine container reaches the NPU driver."""
+
+    HOST_MOUNTS = "HostMounts"
+    ASCEND_DOCKER_RUNTIME = "AscendDockerRuntime"
+
+
+class RuntimeSpec(ApiModel):
+    """Container runtime integration."""
+
+    mode: RuntimeMode = Field(
+        default=RuntimeMode.HOST_MOUNTS,
+        description="HostMounts mounts the driver files vllm-ascend's container guide lists (works on any "
+        "runtime); AscendDockerRuntime relies on the Ascend Docker Runtime to inject them.",
+    )
+    shm_size: str = Field(
+        default="64Gi",
+        pattern=QUANTITY,
+        description="Size of the memory-backed /dev/shm (engine workers exchange tensors through it).",
+    )
+
+
+class EnvVar(ApiModel):
+    """An environment variable; overrides the profile's default of the same name."""
+
+    name: str = Field(pattern=ENV_NAME, description="Variable name.")
+    value: str = Field(default="", description="Value (an empty string is a value).")
+
+
+class Resources(ApiModel):
+    """CPU and memory for the engine container; NPUs come from `spec.npus`, not from here."""
+
+    requests: dict[str, str] = Field(default_factory=dict, description="Resource requests (e.g. cpu, memory).")
+    limits: dict[str, str] = Field(default_factory=dict, description="Resource limits.")
+
+
+class Scheduling(ApiModel):
+    """Where pods may run."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Pod tolerations.")
+    affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity, as Kubernetes takes it.")
+
+
+class AscendInferenceServiceSpec(ApiModel):
+    """Desired state of an AscendInferenceService."""
+
+    replicas: int = Field(default=1, ge=0, le=128, description="Engine pods; each takes `npus` NPUs.")
+    image: str = Field(min_length=1, description="Engine image (vllm-ascend with the model's custom ops).")
+    image_pull_policy: str = Field(
+        default="IfNotPresent", pattern=r"^(Always|IfNotPresent|Never)$", description="Image pull policy."
+    )
+    npus: int = Field(default=8, ge=1, le=16, description="NPUs per pod (`huawei.com/Ascend910`).")
+    model: ModelSpec = Field(description="The model to serve.")
+    parallelism: Parallelism = Field(default_factory=Parallelism, description="TP / DP / EP layout.")
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM engine settings.")
+    env: list[EnvVar] = Field(default_factory=list, description="Environment overrides by name.")
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, description="Container runtime integration.")
+    resources: Resources = Field(default_factory=Resources, description="CPU and memory.")
+    scheduling: Scheduling = Field(default_factory=Scheduling, description="Node placement.")

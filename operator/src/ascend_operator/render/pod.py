@@ -1,0 +1,178 @@
+"""The engine pod and the Service in front of it, built as plain dicts from a validated spec.
+
+Pure: the same spec, name and owner always give the same objects. One pod per replica, named
+`<service>-<index>`: a stable name makes creation idempotent (a retried create meets AlreadyExists instead
+of making a duplicate), and a pod that holds all of a node's NPUs is replaced delete-then-create anyway.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ascend_operator.api.constants import (
+    ANNOTATION_SPEC_HASH,
+    API_VERSION,
+    KIND,
+    LABEL_REPLICA,
+    LABEL_SERVICE,
+    MANAGED_BY,
+    NPU_RESOURCE,
+)
+from ascend_operator.api.spec import AscendInferenceServiceSpec, RuntimeMode
+from ascend_operator.render.args import ENGINE_COMMAND, build_engine_args
+from ascend_operator.render.env import build_env
+from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
+
+ENGINE_CONTAINER = "engine"
+MODEL_VOLUME = "model"
+SHM_VOLUME = "dshm"
+#: Time for vLLM to drain and release HBM after SIGTERM before the kubelet kills it.
+TERMINATION_GRACE_SECONDS = 60
+
+
+@dataclass(frozen=True, kw_only=True)
+class Owner:
+    """The AscendInferenceService the built objects belong to."""
+
+    name: str
+    namespace: str
+    uid: str | None = None
+    """None when rendering offline (`aisctl render`): the API server assigns it, so no owner reference."""
+
+
+def spec_hash(spec: AscendInferenceServiceSpec) -> str:
+    """A digest of everything that shapes a pod (not `replicas`): a changed hash means replace the pod."""
+    body = spec.model_dump(mode="json", exclude={"replicas"})
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def common_labels(owner: Owner) -> dict[str, str]:
+    """Recommended app.kubernetes.io labels plus the selector label."""
+    return {
+        "app.kubernetes.io/name": "ascend-inference",
+        "app.kubernetes.io/instance": owner.name,
+        "app.kubernetes.io/component": "engine",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_SERVICE: owner.name,
+    }
+
+
+def owner_metadata(owner: Owner) -> dict[str, Any]:
+    """The controller owner reference, so garbage collection removes children with the service."""
+    if owner.uid is None:
+        return {}
+    ref = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {"ownerReferences": [ref]}
+
+
+def pod_name(owner: Owner, replica: int) -> str:
+    """Stable pod name of one replica."""
+    return f"{owner.name}-{replica}"
+
+
+def _volumes_and_mounts(
+    spec: AscendInferenceServiceSpec,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    src = spec.model.source
+    if src.host_path is not None:
+        model_volume: dict[str, Any] = {"hostPath": {"path": src.host_path.path, "type": "Directory"}}
+        model_mount: dict[str, Any] = {"name": MODEL_VOLUME, "mountPath": spec.model.path, "readOnly": True}
+    else:
+        assert src.pvc is not None  # ModelSourceExactlyOne
+        model_volume = {"persistentVolumeClaim": {"claimName": src.pvc.claim_name, "readOnly": True}}
+        model_mount = {"name": MODEL_VOLUME, "mountPath": spec.model.path, "readOnly": True}
+        if src.pvc.sub_path:
+            model_mount["subPath"] = src.pvc.sub_path
+    volumes = [
+        {"name": MODEL_VOLUME, **model_volume},
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": spec.runtime.shm_size}},
+    ]
+    mounts = [model_mount, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if spec.runtime.mode is RuntimeMode.HOST_MOUNTS:
+        for host in ASCEND_HOST_MOUNTS:
+            volumes.append({"name": host.name, "hostPath": {"path": host.path, "type": host.type}})
+            mounts.append({"name": host.name, "mountPath": host.path, "readOnly": True})
+    return volumes, mounts
+
+
+def _resources(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
+    npus = str(spec.npus)
+    return {
+        "requests": {**spec.resources.requests, NPU_RESOURCE: npus},
+        "limits": {**spec.resources.limits, NPU_RESOURCE: npus},
+    }
+
+
+def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The vLLM container: the rendered argument list, env, NPUs, mounts."""
+    return {
+        "name": ENGINE_CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": list(ENGINE_COMMAND),
+        "args": build_engine_args(spec),
+        "env": build_env(spec),
+        "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
+        "resources": _resources(spec),
+        "volumeMounts": mounts,
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+    }
+
+
+def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -> dict[str, Any]:
+    """The engine pod of one replica."""
+    volumes, mounts = _volumes_and_mounts(spec)
+    pod_spec: dict[str, Any] = {
+        # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
+        # processes; unreaped zombies went with the seed's ~18% throughput drift (FACTS.md "Operations").
+        "shareProcessNamespace": True,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "containers": [build_engine_container(spec, mounts=mounts)],
+        "volumes": volumes,
+    }
+    if spec.scheduling.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
+    if spec.scheduling.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
+    if spec.scheduling.affinity is not None:
+        pod_spec["affinity"] = dict(spec.scheduling.affinity)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(owner, replica),
+            "namespace": owner.namespace,
+            "labels": {**common_labels(owner), LABEL_REPLICA: str(replica)},
+            "annotations": {ANNOTATION_SPEC_HASH: spec_hash(spec)},
+            **owner_metadata(owner),
+        },
+        "spec": pod_spec,
+    }
+
+
+def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
+    """The ClusterIP Service over the ready engine pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": owner.name,
+            "namespace": owner.namespace,
+            "labels": common_labels(owner),
+            **owner_metadata(owner),
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_SERVICE: owner.name},
+            "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }

@@ -1,0 +1,199 @@
+"""The HBM / KV budget: will the engine start, and how much KV does it get?
+
+Engines load ~292 GB of weights for minutes before vLLM finds out the KV cache does not fit. This module
+answers that up front from measured per-NPU figures (the model profiles in `data/model_profiles.yaml`,
+FACTS.md "Memory / KV budget (per NPU)") and the fitted startup requirement
+
+    needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x max_num_batched_tokens
+
+against the KV memory free per NPU. Pure: no I/O beyond reading the packaged profile table once.
+"""
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+KIB_PER_GIB = 1024.0 * 1024.0
+
+#: Above this share of the free KV memory a start is "tight". FACTS.md: MBT 16384 needed ~12.9 of ~13.8
+#: GiB (93%) and was "very tight"; MBT 8192 needed ~8.6 GiB (62%) and fit. 75% sits between them and
+#: leaves ~3.4 GiB per NPU for the page rounding of the four hybrid KV groups and allocator fragmentation.
+TIGHT_FRACTION = 0.75
+#: Above this share the engine cannot start: the requirement exceeds the free KV memory (MBT 32768 needed
+#: ~21.6 GiB of ~13.8 and did not start).
+CANNOT_START_FRACTION = 1.0
+
+
+class Layout(BaseModel):
+    """Per-NPU memory of one TP x DP layout, measured at the profile's utilization."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor: int
+    data: int
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    graph_gib: float
+    free_kv_gib: float
+    kv_pool_tokens: int
+    kv_pool_tokens_long_context: int
+
+    @property
+    def fixed_gib(self) -> float:
+        """Memory taken before any KV: weights, activations, non-torch allocations, graphs."""
+        return self.weights_gib + self.activation_gib + self.non_torch_gib + self.graph_gib
+
+
+class ModelProfile(BaseModel):
+    """Measured memory behaviour of one model on Atlas 800 A2."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str
+    routed_experts: int | None = None
+    startup_kib_per_model_len_token: float
+    startup_kib_per_batched_token: float
+    measured_at_utilization: float = Field(gt=0, le=1)
+    layouts: list[Layout]
+
+    def layout(self, *, tensor: int, data: int) -> Layout | None:
+        """The measured layout for this TP x DP, if any."""
+        return next((lay for lay in self.layouts if (lay.tensor, lay.data) == (tensor, data)), None)
+
+
+@cache
+def load_profiles() -> dict[str, ModelProfile]:
+    """The packaged model profiles, parsed once."""
+    text = resources.files("ascend_operator.data").joinpath("model_profiles.yaml").read_text()
+    raw = yaml.safe_load(text)
+    return {name: ModelProfile.model_validate(body) for name, body in raw.items()}
+
+
+class Verdict(StrEnum):
+    """Outcome of the budget check."""
+
+    FITS = "fits"
+    TIGHT = "tight"
+    CANNOT_START = "cannot-start"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetPlan:
+    """The per-NPU budget of one spec."""
+
+    verdict: Verdict
+    note: str
+    profile: str | None = None
+    tensor: int | None = None
+    data: int | None = None
+    utilization: float | None = None
+    hbm_usable_gib: float | None = None
+    fixed_gib: float | None = None
+    free_kv_gib: float | None = None
+    needed_gib: float | None = None
+    kv_pool_tokens: int | None = None
+    max_len_requests: int | None = None
+
+    @property
+    def needed_fraction(self) -> float | None:
+        """Startup requirement as a share of the free KV memory."""
+        if self.needed_gib is None or not self.free_kv_gib:
+            return None
+        return self.needed_gib / self.free_kv_gib
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetInput:
+    """What the budget depends on, taken from the spec."""
+
+    profile: str | None
+    tensor: int
+    data: int
+    utilization: float
+    max_model_len: int | None
+    max_num_batched_tokens: int
+    long_context: bool
+
+
+def startup_need_gib(profile: ModelProfile, *, max_model_len: int, max_num_batched_tokens: int) -> float:
+    """The fitted startup KV requirement per NPU, in GiB."""
+    kib = (
+        profile.startup_kib_per_model_len_token * max_model_len
+        + profile.startup_kib_per_batched_token * max_num_batched_tokens
+    )
+    return kib / KIB_PER_GIB
+
+
+def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = None) -> BudgetPlan:
+    """Compute the budget, or say why it was skipped."""
+    table = load_profiles() if profiles is None else profiles
+    if inp.profile is None:
+        return BudgetPlan(verdict=Verdict.SKIPPED, note="spec.model.profile is not set: budget not checked")
+    profile = table.get(inp.profile)
+    if profile is None:
+        known = ", ".join(sorted(table)) or "none"
+        return BudgetPlan(
+            verdict=Verdict.SKIPPED,
+            note=f"unknown model profile {inp.profile!r} (known: {known}): budget not checked, never guessed",
+        )
+    layout = profile.layout(tensor=inp.tensor, data=inp.data)
+    if layout is None:
+        return BudgetPlan(
+            verdict=Verdict.SKIPPED,
+            profile=inp.profile,
+            note=f"profile {inp.profile!r} has no measurement for TP{inp.tensor} x DP{inp.data}: not checked",
+        )
+    # The usable HBM per NPU follows from the measured split at the measured utilization (~62 GiB on a
+    # 910B4-1: (13.8 + 42.07) / 0.90); the KV share then moves one for one with the utilization.
+    usable = (layout.free_kv_gib + layout.fixed_gib) / profile.measured_at_utilization
+    free_kv = layout.free_kv_gib + (inp.utilization - profile.measured_at_utilization) * usable
+    measured = BudgetPlan(
+        verdict=Verdict.SKIPPED,
+        note="",
+        profile=inp.profile,
+        tensor=inp.tensor,
+        data=inp.data,
+        utilization=inp.utilization,
+        hbm_usable_gib=usable,
+        fixed_gib=layout.fixed_gib,
+        free_kv_gib=free_kv,
+    )
+    if free_kv <= 0:
+        return replace(
+            measured,
+            verdict=Verdict.CANNOT_START,
+            note=f"weights, activations and graphs take {layout.fixed_gib:.2f} GiB per NPU, more than "
+            f"{inp.utilization:.2f} x {usable:.1f} GiB: no memory is left for the KV cache",
+            kv_pool_tokens=0,
+        )
+    pool_at_measured = layout.kv_pool_tokens_long_context if inp.long_context else layout.kv_pool_tokens
+    pool = int(pool_at_measured * free_kv / layout.free_kv_gib)
+    measured = replace(measured, kv_pool_tokens=pool)
+    if inp.max_model_len is None:
+        return replace(
+            measured,
+            note="spec.engine.maxModelLen is not set: vLLM takes the model's own limit; startup need not checked",
+        )
+    needed = startup_need_gib(
+        profile, max_model_len=inp.max_model_len, max_num_batched_tokens=inp.max_num_batched_tokens
+    )
+    fraction = needed / free_kv
+    if fraction > CANNOT_START_FRACTION:
+        verdict, note = Verdict.CANNOT_START, "the startup KV requirement exceeds the free KV memory per NPU"
+    elif fraction > TIGHT_FRACTION:
+        verdict, note = Verdict.TIGHT, f"the startup KV requirement is over {TIGHT_FRACTION:.0%} of free KV"
+    else:
+        verdict, note = Verdict.FITS, "the startup KV requirement fits with headroom"
+    return replace(
+        measured,
+        verdict=verdict,
+        note=note,
+        needed_gib=needed,
+        max_len_requests=pool // inp.max_model_len,
+    )

@@ -1,0 +1,181 @@
+"""Cross-field rules, each with its reason from the seed and, where CEL can say it, its CEL twin.
+
+A rule is data: the field it names, the message (rule + why), an optional CEL expression with the schema
+node it sits on, and a pure Python check. The CRD generator puts every CEL twin into
+`x-kubernetes-validations`, so `kubectl apply` rejects what CEL can express; `validate_spec` runs every
+Python check, so `aisctl render` and the operator reject the same specs without an API server.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ascend_operator.api.constants import NPU_RESOURCE
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.render.args import RENDERED_FLAGS, flag_name
+
+Spec = AscendInferenceServiceSpec
+
+#: vllm-ascend removed these additional-config keys in v0.12.0rc1; an engine of today ignores them
+#: silently, so the user would believe a setting is in force that is not.
+REMOVED_ADDITIONAL_KEYS = ("torchair_graph_config", "ascend_scheduler_config")
+#: Typed additional-config keys: setting them in `extra` too would make one silently win.
+TYPED_ADDITIONAL_KEYS = (
+    "enable_shared_expert_dp", "multistream_overlap_shared_expert", "enable_prefill_mc2",
+    "enable_fused_mc2", "enable_reduce_sample", "enable_cpu_binding",
+    "enable_context_parallel", "enable_flashcomm1",
+)  # fmt: skip
+#: FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
+MC2_MAX_EXPERTS_PER_DEVICE = 24
+MC2_MIN_EP_WORLD = 16
+
+
+def _cel_list(items: tuple[str, ...] | frozenset[str]) -> str:
+    return "[" + ", ".join(f"'{item}'" for item in sorted(items)) + "]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A cross-field rule with its reason, CEL twin (optional) and Python check."""
+
+    name: str
+    field: str
+    message: str
+    check: Callable[[Spec], bool]
+    """True when the spec satisfies the rule."""
+    cel: str | None = None
+    """CEL expression over `self` at `cel_scope`."""
+    cel_scope: tuple[str, ...] = ()
+    """Path of the schema node under spec (camelCase) the CEL rule sits on."""
+    cel_field_path: str | None = None
+    """`fieldPath` relative to the scope, so the API server's error names the field."""
+
+
+def _graph_width_ok(spec: Spec) -> bool:
+    spd = spec.engine.speculative
+    if not spec.engine.long_context.enabled or spd is None:
+        return True
+    return (spd.num_speculative_tokens + 1) % spec.parallelism.tensor == 0
+
+
+def _reduce_sample_ok(spec: Spec) -> bool:
+    spd = spec.engine.speculative
+    dspark = spd is not None and spd.method == "dspark"
+    return not (spec.engine.additional_config.enable_reduce_sample and dspark)
+
+
+def _extra_args_ok(spec: Spec) -> bool:
+    return not any(flag_name(arg) in RENDERED_FLAGS for arg in spec.engine.extra_args)
+
+
+def _model_source_ok(spec: Spec) -> bool:
+    src = spec.model.source
+    return (src.host_path is None) != (src.pvc is None)
+
+
+def _no_npu_in_resources(spec: Spec) -> bool:
+    return NPU_RESOURCE not in spec.resources.limits and NPU_RESOURCE not in spec.resources.requests
+
+
+def _env_unique(spec: Spec) -> bool:
+    names = [var.name for var in spec.env]
+    return len(names) == len(set(names))
+
+
+_EXTRA_ARG_PATTERN = "^(" + "|".join(re.escape(f) for f in sorted(RENDERED_FLAGS)) + ")(=.*)?$"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="ParallelismMatchesNPUs",
+        field="spec.parallelism",
+        message="spec.parallelism.tensor x spec.parallelism.data must equal spec.npus: each pod's NPUs are "
+        "split into `data` engines of `tensor` NPUs (the seed runs DP1 x TP8 or DP2 x TP4 on 8 NPUs)",
+        check=lambda s: s.parallelism.tensor * s.parallelism.data == s.npus,
+        cel="self.parallelism.tensor * self.parallelism.data == self.npus",
+        cel_field_path=".parallelism",
+    ),
+    Rule(
+        name="LongContextGraphWidth",
+        field="spec.engine.speculative.numSpeculativeTokens",
+        message="with spec.engine.longContext.enabled, numSpeculativeTokens + 1 must be a multiple of "
+        "spec.parallelism.tensor: the sequence-parallel graph width must align with TP (DSpark7 -> width 8 "
+        "works on TP8, DSpark5 -> width 6 does not)",
+        check=_graph_width_ok,
+        cel="!self.engine.longContext.enabled || !has(self.engine.speculative) || "
+        "(self.engine.speculative.numSpeculativeTokens + 1) % self.parallelism.tensor == 0",
+        cel_field_path=".engine",
+    ),
+    Rule(
+        name="ReduceSampleWithDSpark",
+        field="spec.engine.additionalConfig.enableReduceSample",
+        message="spec.engine.additionalConfig.enableReduceSample cannot be used with DSpark speculative "
+        "decoding: the seed's engine failed to start (graph capture fails)",
+        check=_reduce_sample_ok,
+        cel="!(has(self.additionalConfig.enableReduceSample) && self.additionalConfig.enableReduceSample && "
+        "has(self.speculative) && self.speculative.method == 'dspark')",
+        cel_scope=("engine",),
+        cel_field_path=".additionalConfig",
+    ),
+    Rule(
+        name="RemovedAdditionalConfigKey",
+        field="spec.engine.additionalConfig.extra",
+        message="spec.engine.additionalConfig.extra may not contain torchair_graph_config or "
+        "ascend_scheduler_config: vllm-ascend removed them in v0.12.0rc1 and would ignore them silently",
+        check=lambda s: not set(REMOVED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
+        cel=f"self.extra.all(k, !(k in {_cel_list(REMOVED_ADDITIONAL_KEYS)}))",
+        cel_scope=("engine", "additionalConfig"),
+        cel_field_path=".extra",
+    ),
+    Rule(
+        name="TypedAdditionalConfigKey",
+        field="spec.engine.additionalConfig.extra",
+        message="spec.engine.additionalConfig.extra may not set a key that has a typed field (or that "
+        "spec.engine.longContext sets); set the typed field instead",
+        check=lambda s: not set(TYPED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
+        cel=f"self.extra.all(k, !(k in {_cel_list(TYPED_ADDITIONAL_KEYS)}))",
+        cel_scope=("engine", "additionalConfig"),
+        cel_field_path=".extra",
+    ),
+    Rule(
+        name="ExtraArgsRepeatTypedFlag",
+        field="spec.engine.extraArgs",
+        message="spec.engine.extraArgs may not repeat a flag that a typed field renders (use the field): "
+        "a repeated flag silently overrides one of the two values",
+        check=_extra_args_ok,
+        cel=f"self.extraArgs.all(a, !a.matches('{_EXTRA_ARG_PATTERN}'))",
+        cel_scope=("engine",),
+        cel_field_path=".extraArgs",
+    ),
+    Rule(
+        name="BatchedTokensCoverSeqs",
+        field="spec.engine.maxNumBatchedTokens",
+        message="spec.engine.maxNumBatchedTokens must be at least spec.engine.maxNumSeqs: vLLM refuses to "
+        "start when a step cannot hold one token per running sequence",
+        check=lambda s: s.engine.max_num_batched_tokens >= s.engine.max_num_seqs,
+        cel="self.maxNumBatchedTokens >= self.maxNumSeqs",
+        cel_scope=("engine",),
+        cel_field_path=".maxNumBatchedTokens",
+    ),
+    Rule(
+        name="ModelSourceExactlyOne",
+        field="spec.model.source",
+        message="spec.model.source must set exactly one of hostPath or pvc",
+        check=_model_source_ok,
+        cel="has(self.hostPath) != has(self.pvc)",
+        cel_scope=("model", "source"),
+    ),
+    Rule(
+        name="NPUsFromSpec",
+        field="spec.resources",
+        message=f"spec.resources may not name {NPU_RESOURCE}: set spec.npus, which also sizes the parallelism",
+        check=_no_npu_in_resources,
+        cel=f"!('{NPU_RESOURCE}' in self.limits) && !('{NPU_RESOURCE}' in self.requests)",
+        cel_scope=("resources",),
+    ),
+    Rule(
+        name="EnvNamesUnique",
+        field="spec.env",
+        message="spec.env may name each variable once",
+        check=_env_unique,
+    ),
+)

@@ -1,0 +1,75 @@
+"""Run every check on a spec: the cross-field rules, the MC2 warning and the HBM/KV budget."""
+
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.validation.budget import BudgetInput, BudgetPlan, Verdict, load_profiles, plan_budget
+from ascend_operator.validation.findings import Finding, Severity
+from ascend_operator.validation.rules import MC2_MAX_EXPERTS_PER_DEVICE, MC2_MIN_EP_WORLD, RULES
+
+
+def budget_input(spec: AscendInferenceServiceSpec) -> BudgetInput:
+    """What the budget needs from a spec."""
+    return BudgetInput(
+        profile=spec.model.profile,
+        tensor=spec.parallelism.tensor,
+        data=spec.parallelism.data,
+        utilization=spec.engine.gpu_memory_utilization,
+        max_model_len=spec.engine.max_model_len,
+        max_num_batched_tokens=spec.engine.max_num_batched_tokens,
+        long_context=spec.engine.long_context.enabled,
+    )
+
+
+def mc2_findings(spec: AscendInferenceServiceSpec) -> list[Finding]:
+    """Warn when MC2 switches are set on a topology where vllm-ascend keeps ALLGATHER anyway."""
+    addl = spec.engine.additional_config
+    if not (addl.enable_prefill_mc2 or addl.enable_fused_mc2):
+        return []
+    par = spec.parallelism
+    ep_world = par.tensor * par.data if par.expert else 1
+    profile = load_profiles().get(spec.model.profile or "")
+    experts = profile.routed_experts if profile else None
+    per_device = experts // ep_world if experts else None
+    if ep_world >= MC2_MIN_EP_WORLD and (per_device is None or per_device <= MC2_MAX_EXPERTS_PER_DEVICE):
+        return []
+    shown = f"{experts} experts / EP{ep_world} = {per_device} per device" if per_device else f"EP{ep_world}"
+    return [
+        Finding(
+            severity=Severity.WARNING,
+            field="spec.engine.additionalConfig.enablePrefillMc2",
+            rule="MC2Preconditions",
+            message=f"enablePrefillMc2 / enableFusedMc2 have no effect here ({shown}): MC2 on A2 needs at most "
+            f"{MC2_MAX_EXPERTS_PER_DEVICE} experts per device and an EP world of at least {MC2_MIN_EP_WORLD}, "
+            "so MoE communication silently stays ALLGATHER",
+        )
+    ]
+
+
+def budget_findings(plan: BudgetPlan) -> list[Finding]:
+    """Turn the budget verdict into a finding."""
+    severity = {
+        Verdict.CANNOT_START: Severity.ERROR,
+        Verdict.TIGHT: Severity.WARNING,
+        Verdict.SKIPPED: Severity.NOTE,
+    }.get(plan.verdict)
+    if severity is None:
+        return []
+    detail = plan.note
+    if plan.needed_gib is not None and plan.free_kv_gib is not None:
+        detail = (
+            f"needs ~{plan.needed_gib:.1f} GiB of KV per NPU to start, {plan.free_kv_gib:.1f} GiB free "
+            f"({plan.needed_gib / plan.free_kv_gib:.0%}): {plan.note}; lower spec.engine.maxNumBatchedTokens "
+            "or spec.engine.maxModelLen"
+        )
+    return [Finding(severity=severity, field="spec.engine.maxNumBatchedTokens", rule="HBMBudget", message=detail)]
+
+
+def validate_spec(spec: AscendInferenceServiceSpec) -> list[Finding]:
+    """All findings for a spec, errors first in rule order."""
+    findings = [
+        Finding(severity=Severity.ERROR, field=rule.field, rule=rule.name, message=rule.message)
+        for rule in RULES
+        if not rule.check(spec)
+    ]
+    findings += mc2_findings(spec)
+    findings += budget_findings(plan_budget(budget_input(spec)))
+    return findings

@@ -1,0 +1,78 @@
+"""`aisctl render | plan | crd` as a user runs them: exit codes, stdout, stderr."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.unit.conftest import EXAMPLE
+
+
+def aisctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ascend_operator.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_render_prints_pod_and_service_and_nothing_on_stderr() -> None:
+    result = aisctl("render", "-f", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
+    assert kinds == ["Pod", "Service"]
+
+
+def test_bad_spec_exits_2_naming_field_and_rule(tmp_path: Path) -> None:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"]["engine"]["maxNumBatchedTokens"] = 32768
+    body["spec"]["parallelism"]["tensor"] = 4
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(body))
+    result = aisctl("render", "-f", str(bad))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "spec.parallelism: spec.parallelism.tensor x spec.parallelism.data must equal spec.npus" in result.stderr
+    assert "[ParallelismMatchesNPUs]" in result.stderr
+
+
+def test_schema_error_exits_2_with_the_path(tmp_path: Path) -> None:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"]["engine"]["gpuMemoryUtilization"] = 1.5
+    result = aisctl("render", "-f", "-", stdin=yaml.safe_dump(body))
+    assert result.returncode == 2
+    assert "error: spec.engine.gpuMemoryUtilization: Input should be less than or equal to 1" in result.stderr
+
+
+def test_plan_shows_the_seed_budget() -> None:
+    result = aisctl("plan", "-f", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "free for KV per NPU  13.80 GiB" in result.stdout
+    assert "KV pool              1,078,120 tokens" in result.stdout
+    assert "max-length requests  3 at once" in result.stdout
+    assert "verdict              fits" in result.stdout
+
+
+def test_plan_warns_on_stderr_for_a_tight_start(tmp_path: Path) -> None:
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"]["engine"]["maxNumBatchedTokens"] = 16384
+    result = aisctl("plan", "-f", "-", stdin=yaml.safe_dump(body))
+    assert result.returncode == 0
+    assert "warning: spec.engine.maxNumBatchedTokens" in result.stderr
+    assert "verdict              tight" in result.stdout
+
+
+def test_missing_file_is_a_clear_error() -> None:
+    result = aisctl("render", "-f", "/nonexistent/x.yaml")
+    assert result.returncode == 2
+    assert "No such file" in result.stderr
+
+
+def test_crd_prints_the_crd() -> None:
+    result = aisctl("crd")
+    assert result.returncode == 0
+    assert yaml.safe_load(result.stdout)["kind"] == "CustomResourceDefinition"

@@ -1,0 +1,57 @@
+"""The example renders exactly the seed's production command and env (FACTS.md "Production profile")."""
+
+import re
+
+import pytest
+
+from ascend_operator.api.parse import ParsedService
+from ascend_operator.render.args import build_engine_args
+from ascend_operator.render.env import build_env
+from ascend_operator.render.pod import Owner, build_pod
+from tests.unit.conftest import ROOT, SEED_PROFILE
+from tests.unit.vllm_cli import parse_serve, read_shell_profile
+
+FACTS = ROOT.parent / "shared" / "seed" / "FACTS.md"
+
+
+def test_vendored_profile_matches_facts_when_available() -> None:
+    if not FACTS.exists():
+        pytest.skip("shared/seed is not beside this checkout")
+    block = re.search(r"## Production profile \(final\)\n```\n(.*?)```", FACTS.read_text(), re.S)
+    assert block is not None
+    vendored = SEED_PROFILE.read_text().split("\n", 3)[3]
+    assert vendored == block.group(1)
+
+
+def test_rendered_args_equal_the_seed_command_flag_for_flag(example: ParsedService) -> None:
+    _, seed_argv = read_shell_profile(SEED_PROFILE)
+    rendered = build_engine_args(example.spec)
+    seed_settings, seed_unknown = parse_serve(seed_argv[1:])
+    ours, our_unknown = parse_serve(rendered)
+    assert seed_unknown == our_unknown == []
+    assert vars(ours) == vars(seed_settings)
+    # Same flags, none missing and none extra (argparse alone would hide a default-valued omission).
+    seed_flags = sorted(a.split("=")[0] for a in seed_argv[2:] if a.startswith("--"))
+    our_flags = sorted(a for a in rendered if a.startswith("--"))
+    assert our_flags == seed_flags
+
+
+def test_seed_json_flags_survive_as_compact_json(example: ParsedService) -> None:
+    rendered = build_engine_args(example.spec)
+    spec_json = rendered[rendered.index("--speculative-config") + 1]
+    assert spec_json == '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
+    assert rendered[rendered.index("--compilation-config") + 1] == '{"cudagraph_mode":"FULL_DECODE_ONLY"}'
+
+
+def test_rendered_env_equals_the_seed_exports(example: ParsedService) -> None:
+    seed_env, _ = read_shell_profile(SEED_PROFILE)
+    env = build_env(example.spec)
+    assert [(e["name"], e["value"]) for e in env] == list(seed_env.items())
+
+
+def test_pod_runs_vllm_without_a_shell(example: ParsedService) -> None:
+    pod = build_pod(example.spec, owner=Owner(name="dsv4-flash", namespace="default"), replica=0)
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["vllm"]
+    assert not any(word in ("sh", "bash", "-c") for word in container["command"] + container["args"])
+    assert all("\\" not in arg and "#" not in arg for arg in container["args"])

@@ -1,0 +1,220 @@
+"""Each validation rule, exercised with the seed's own numbers (FACTS.md)."""
+
+from typing import Any
+
+import pytest
+
+from ascend_operator.api.parse import SpecError, parse_spec
+from ascend_operator.validation import Severity, validate_spec
+from ascend_operator.validation.budget import (
+    BudgetInput,
+    BudgetPlan,
+    Verdict,
+    load_profiles,
+    plan_budget,
+    startup_need_gib,
+)
+
+
+def _body(**engine: Any) -> dict[str, Any]:
+    return {
+        "image": "img",
+        "model": {
+            "path": "/data/models/DeepSeek-V4-Flash-0731-w8a8",
+            "servedName": "deepseek-v4-flash",
+            "profile": "deepseek-v4-flash-w8a8",
+            "source": {"hostPath": {"path": "/data/models/DeepSeek-V4-Flash-0731-w8a8"}},
+        },
+        "engine": {"maxModelLen": 327680, **engine},
+    }
+
+
+def _plan(
+    *,
+    mbt: int = 8192,
+    max_model_len: int = 327680,
+    tensor: int = 8,
+    data: int = 1,
+    util: float = 0.90,
+    long_context: bool = False,
+) -> BudgetPlan:
+    return plan_budget(
+        BudgetInput(
+            profile="deepseek-v4-flash-w8a8",
+            tensor=tensor,
+            data=data,
+            utilization=util,
+            max_model_len=max_model_len,
+            max_num_batched_tokens=mbt,
+            long_context=long_context,
+        )
+    )
+
+
+def _rules(body: dict[str, Any], severity: Severity = Severity.ERROR) -> list[str]:
+    return [f.rule for f in validate_spec(parse_spec(body)) if f.severity is severity]
+
+
+def test_production_profile_has_no_error_or_warning() -> None:
+    findings = validate_spec(parse_spec(_body(speculative={"method": "dspark", "numSpeculativeTokens": 7})))
+    assert findings == []
+
+
+@pytest.mark.parametrize(
+    ("tensor", "data", "npus", "ok"),
+    [(8, 1, 8, True), (4, 2, 8, True), (4, 1, 8, False), (8, 2, 8, False), (2, 2, 4, True)],
+)
+def test_tensor_times_data_must_equal_npus(tensor: int, data: int, npus: int, ok: bool) -> None:
+    body = _body()
+    body.update(npus=npus, parallelism={"tensor": tensor, "data": data})
+    assert ("ParallelismMatchesNPUs" not in _rules(body)) is ok
+
+
+def test_dspark7_passes_and_dspark5_is_rejected_on_tp8_with_long_context() -> None:
+    seven = _body(longContext={"enabled": True}, speculative={"method": "dspark", "numSpeculativeTokens": 7})
+    five = _body(longContext={"enabled": True}, speculative={"method": "dspark", "numSpeculativeTokens": 5})
+    assert "LongContextGraphWidth" not in _rules(seven)
+    findings = [f for f in validate_spec(parse_spec(five)) if f.rule == "LongContextGraphWidth"]
+    assert len(findings) == 1
+    assert findings[0].field == "spec.engine.speculative.numSpeculativeTokens"
+    assert "DSpark5 -> width 6 does not" in findings[0].message
+
+
+def test_dspark5_without_long_context_is_fine() -> None:
+    assert "LongContextGraphWidth" not in _rules(_body(speculative={"method": "dspark", "numSpeculativeTokens": 5}))
+
+
+def test_mc2_switches_warn_with_32_experts_per_device_on_ep8() -> None:
+    body = _body(additionalConfig={"enablePrefillMc2": True, "enableFusedMc2": True})
+    warnings = [f for f in validate_spec(parse_spec(body)) if f.severity is Severity.WARNING]
+    assert [w.rule for w in warnings] == ["MC2Preconditions"]
+    assert "256 experts / EP8 = 32 per device" in warnings[0].message
+    assert "ALLGATHER" in warnings[0].message
+
+
+def test_reduce_sample_with_dspark_is_rejected() -> None:
+    body = _body(
+        additionalConfig={"enableReduceSample": True},
+        speculative={"method": "dspark", "numSpeculativeTokens": 7},
+    )
+    assert "ReduceSampleWithDSpark" in _rules(body)
+    assert "ReduceSampleWithDSpark" not in _rules(_body(additionalConfig={"enableReduceSample": True}))
+
+
+@pytest.mark.parametrize("key", ["torchair_graph_config", "ascend_scheduler_config"])
+def test_keys_removed_upstream_are_rejected(key: str) -> None:
+    assert "RemovedAdditionalConfigKey" in _rules(_body(additionalConfig={"extra": {key: {"enabled": True}}}))
+
+
+def test_typed_keys_may_not_hide_in_extra() -> None:
+    assert "TypedAdditionalConfigKey" in _rules(_body(additionalConfig={"extra": {"enable_prefill_mc2": True}}))
+
+
+@pytest.mark.parametrize(
+    ("extra", "ok"),
+    [
+        (["--max-model-len", "4096"], False),
+        (["--max-model-len=4096"], False),
+        (["--no-enable-expert-parallel"], False),
+        (["-tp", "4"], False),
+        (["--speculative-config", "{}"], False),
+        (["--seed", "0", "--disable-log-requests"], True),
+    ],
+)
+def test_extra_args_may_not_repeat_typed_flags(extra: list[str], ok: bool) -> None:
+    assert ("ExtraArgsRepeatTypedFlag" not in _rules(_body(extraArgs=extra))) is ok
+
+
+def test_batched_tokens_must_cover_running_sequences() -> None:
+    assert "BatchedTokensCoverSeqs" in _rules(_body(maxNumBatchedTokens=16, maxNumSeqs=32))
+
+
+def test_model_source_needs_exactly_one_origin() -> None:
+    body = _body()
+    body["model"]["source"] = {"hostPath": {"path": "/m"}, "pvc": {"claimName": "w"}}
+    assert "ModelSourceExactlyOne" in _rules(body)
+    body["model"]["source"] = {}
+    assert "ModelSourceExactlyOne" in _rules(body)
+
+
+def test_npus_may_not_be_requested_through_resources() -> None:
+    body = _body()
+    body["resources"] = {"limits": {"huawei.com/Ascend910": "8"}}
+    assert "NPUsFromSpec" in _rules(body)
+
+
+def test_duplicate_env_names_are_rejected() -> None:
+    body = _body()
+    body["env"] = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+    assert "EnvNamesUnique" in _rules(body)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "spec.engine.gpuMemoryUtilization: Input should be greater than 0"),
+        (1.1, "spec.engine.gpuMemoryUtilization: Input should be less than or equal to 1"),
+    ],
+)
+def test_ranges_name_the_field(value: float, message: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_body(gpuMemoryUtilization=value))
+    assert message in err.value.problems
+
+
+def test_unknown_field_is_named() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_body(maxModelLength=4096))
+    assert "spec.engine.maxModelLength: Extra inputs are not permitted" in err.value.problems
+
+
+# FACTS.md "Memory / KV budget": at ~512K (the table's baseline) and at the production 327680:
+# MBT 8192 fits, 16384 is tight, 32768 cannot start.
+@pytest.mark.parametrize("max_model_len", [327680, 524288])
+@pytest.mark.parametrize(
+    ("mbt", "verdict"), [(8192, Verdict.FITS), (16384, Verdict.TIGHT), (32768, Verdict.CANNOT_START)]
+)
+def test_mbt_table(max_model_len: int, mbt: int, verdict: Verdict) -> None:
+    assert _plan(mbt=mbt, max_model_len=max_model_len).verdict is verdict
+
+
+def test_budget_errors_and_warnings_reach_validation() -> None:
+    assert "HBMBudget" in _rules(_body(maxNumBatchedTokens=32768))
+    assert "HBMBudget" in _rules(_body(maxNumBatchedTokens=16384), Severity.WARNING)
+    assert "HBMBudget" not in _rules(_body(maxNumBatchedTokens=8192), Severity.WARNING)
+
+
+@pytest.mark.parametrize(("mbt", "seed_gib"), [(8192, 8.6), (16384, 12.9), (32768, 21.6)])
+def test_fitted_requirement_reproduces_the_seed_table_at_512k(mbt: int, seed_gib: float) -> None:
+    profile = load_profiles()["deepseek-v4-flash-w8a8"]
+    need = startup_need_gib(profile, max_model_len=524_288, max_num_batched_tokens=mbt)
+    assert need == pytest.approx(seed_gib, abs=0.3)
+
+
+def test_plan_reports_the_seed_kv_pool_and_max_length_requests() -> None:
+    plan = _plan()
+    assert plan.free_kv_gib == pytest.approx(13.8)
+    assert plan.kv_pool_tokens == 1_078_120
+    assert plan.max_len_requests == 3  # 1.078M / 327680
+
+
+def test_long_context_and_dp2_pools_follow_the_seed() -> None:
+    assert _plan(long_context=True).kv_pool_tokens == 969_000
+    assert _plan(tensor=4, data=2).kv_pool_tokens == 941_000
+    assert _plan(tensor=4, data=2, long_context=True).kv_pool_tokens == 799_000
+    assert _plan(tensor=4, data=2).free_kv_gib == pytest.approx(12.1)
+
+
+def test_lower_utilization_shrinks_the_pool_and_can_stop_the_start() -> None:
+    pool = _plan(util=0.85).kv_pool_tokens
+    assert pool is not None
+    assert pool < 1_078_120
+    assert _plan(util=0.60).verdict is Verdict.CANNOT_START  # 0.60 x 62 GiB < 42 GiB of weights and graphs
+
+
+def test_unknown_model_is_skipped_with_a_note_never_guessed() -> None:
+    body = _body(maxNumBatchedTokens=32768)
+    body["model"]["profile"] = "qwen3-235b"
+    findings = [f for f in validate_spec(parse_spec(body)) if f.rule == "HBMBudget"]
+    assert [f.severity for f in findings] == [Severity.NOTE]
+    assert "unknown model profile 'qwen3-235b'" in findings[0].message
