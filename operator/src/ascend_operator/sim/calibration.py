@@ -1,0 +1,213 @@
+"""Every figure the engine simulator is calibrated to, in one place, each cited to the seed write-up.
+
+Why this module exists: the simulator stands in for DeepSeek-V4-Flash on vLLM-Ascend on one Atlas 800 A2
+server; tests, detectors and demos only mean something if its timings, KV capacity and speculative
+acceptance come from the measured figures (FACTS.md / 000_*.txt), not from numbers made up per module.
+All functions here are pure: engine time in, engine time out. The time-scale factor is applied elsewhere.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+KIB_PER_GIB = 1024 * 1024
+
+# ---------------------------------------------------------------------------------------------------
+# Prefill: FACTS.md "Clean C1 prefill time (TTFT) by context" (engine TTFT, concurrency 1, fresh prompts).
+# The cumulative prefill time T(L) is interpolated piecewise-linearly through (0, 0) and these points;
+# a chunk [c0, c1) costs T(c1) - T(c0), so chunked prefill of a clean C1 request sums to the table.
+# ---------------------------------------------------------------------------------------------------
+TP8_PREFILL_S: tuple[tuple[int, float], ...] = (
+    (8 * 1024, 1.62),  # FACTS.md: 8K TP8 1.62 s
+    (32 * 1024, 5.05),  # 32K TP8 5.05 s
+    (64 * 1024, 10.17),  # 64K TP8 10.17 s
+    (128 * 1024, 22.40),  # 128K TP8 22.40 s
+    (256 * 1024, 54.82),  # 256K TP8 54.82 s
+    (512 * 1024, 148.76),  # 512K TP8 148.76 s
+)
+TP4_PREFILL_S: tuple[tuple[int, float], ...] = (
+    (8 * 1024, 2.02),  # FACTS.md: 8K DP2 x TP4 2.02 s
+    (32 * 1024, 7.18),  # 32K 7.18 s
+    (64 * 1024, 14.25),  # 64K 14.25 s
+    (128 * 1024, 30.77),  # 128K 30.77 s
+    (256 * 1024, 72.38),  # 256K 72.38 s; 512K "no stable result": extrapolated from the last segment
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Decode: FACTS.md "TP8 concurrency sweep" mean TPOT by concurrency (C1..C32 are running batches; the C64
+# row runs 32 slots and is the slot-limited case the scheduler reproduces by itself).
+# ---------------------------------------------------------------------------------------------------
+TP8_TPOT_S: tuple[tuple[int, float], ...] = (
+    (1, 0.0142),  # C1 14.2 ms
+    (8, 0.0275),  # C8 27.5 ms
+    (16, 0.0355),  # C16 35.5 ms
+    (32, 0.0505),  # C32 50.5 ms
+)
+# The sweep's published throughput, used by the sweep test and bench/sim_sweep.py as the target.
+TP8_SWEEP: dict[int, tuple[float, float]] = {
+    # concurrency: (output tok/s, mean TPOT s) - FACTS.md "TP8 concurrency sweep"
+    1: (66.5, 0.0142),
+    8: (264.5, 0.0275),
+    16: (405.4, 0.0355),
+    32: (583.5, 0.0505),
+    64: (563.8, 0.0540),
+}
+# The sweep's workload is not given ("another workload"). Its C32 mean TTFT of 1.45 s is about one full
+# 8192-token prefill step (1.62 s), i.e. 32 prompts of ~256 tokens; output 512 as in the seed's synthetic
+# runs (C1: 512 / (TTFT + 511 x 14.2 ms) ~= 66.5 tok/s fits too). The sweep test and bench use this shape.
+SWEEP_PROMPT_TOKENS = 256
+SWEEP_OUTPUT_TOKENS = 512
+# DP2 x TP4: FACTS.md "TP8 vs DP2 x TP4": C1 TPOT 21.0 ms vs 23.0 ms (a TP4 step is ~9% cheaper alone), and
+# "step cost per token" 1.84 vs 0.80 ms (each extra sequence costs more on TP4). The batch slope ratio is
+# fitted so DP2 x TP4 at C64 lands on FACTS.md "DP2 x TP4 at C64 ... mean 820.04 tok/s" (bench/sim_sweep.py).
+TP4_C1_STEP_RATIO = 21.0 / 23.0
+TP4_BATCH_SLOPE_RATIO = 1.68
+DP2_TP4_C64_TOKS = 820.04
+
+# ---------------------------------------------------------------------------------------------------
+# KV cache: FACTS.md "Memory / KV budget (per NPU)".
+# ---------------------------------------------------------------------------------------------------
+KV_POOL_TOKENS_AT_090 = {8: 1_078_120, 4: 941_000}  # "GPU KV cache size: 1,078,120 tokens"; ~941K DP2xTP4
+KV_FREE_GIB_AT_090 = {8: 13.8, 4: 12.1}  # "free for KV ~13.8 GiB | ~12.1 GiB"
+# weights + activation + non-torch + graph: 39.10+1.44+0.46+1.07 (TP8), 40.47+1.69+0.56+1.11 (TP4)
+KV_FIXED_GIB = {8: 39.10 + 1.44 + 0.46 + 1.07, 4: 40.47 + 1.69 + 0.56 + 1.11}
+REFERENCE_UTILIZATION = 0.90  # production --gpu-memory-utilization 0.90
+# Hybrid KV (FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
+# fills first, not tokens / 1.078M. The seed's one 512K request (DSA-CP on, pool ~969K tokens) drove the
+# reported usage 0.6% -> 83.7% -> 90.8% -> 97.5% (000_*.txt figure 6), i.e. each context token costs
+# 0.975 * 969K / 512K ~= 1.80 pool tokens. Baseline TP8 then holds a 512K request at ~88% and completes it
+# (144.56 s / 148.76 s in the seed), which this factor reproduces.
+KV_POOL_TOKENS_PER_CONTEXT_TOKEN = 0.975 * 969_000 / (512 * 1024)
+# Startup requirement fitted in the seed: needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x MBT
+# (FACTS.md "Startup requirement"; MBT 32768 "does not start").
+STARTUP_KIB_PER_MODEL_LEN_TOKEN = 8.15
+STARTUP_KIB_PER_BATCHED_TOKEN = 553.0
+
+# ---------------------------------------------------------------------------------------------------
+# Speculative decoding (DSpark): FACTS.md "Speculative decoding".
+# ---------------------------------------------------------------------------------------------------
+# Real reasoning traffic, per-position acceptance #1..#7 (acceptance length 2.214 = 1 + sum).
+REAL_ACCEPTANCE_PER_POSITION = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)
+# Synthetic short requests: acceptance length by num_speculative_tokens (7: 4.158 / 45.11%, 6: 4.120,
+# 5: 3.805). Per-position rates are modelled as a geometric decay a^i fitted to that length.
+SYNTHETIC_ACCEPTANCE_LENGTH = {7: 4.158, 6: 4.120, 5: 3.805}
+
+# ---------------------------------------------------------------------------------------------------
+# Faults: FACTS.md "Operations" and "DSA-CP" figures.
+# ---------------------------------------------------------------------------------------------------
+STALL_KV_THRESHOLD = 0.975  # "KV usage went ... -> 97.5%, then forward progress stopped"
+DRIFT_FRACTION = 0.18  # "fell from ~820 to ~695 tok/s (~18%) after a long uptime"
+DRIFT_PERIOD_S = 24 * 3600.0  # "long uptime": the seed gives no duration; one day is this module's choice
+
+VLLM_VERSION = "0.25.1"  # FACTS.md "Hardware and software": vLLM 0.25.1
+
+
+def _interp(points: Sequence[tuple[int, float]], x: float) -> float:
+    """Piecewise-linear through the points, extrapolating with the first / last segment's slope."""
+    xs = [p[0] for p in points]
+    i = bisect.bisect_left(xs, x)
+    if i <= 0:
+        (x0, y0), (x1, y1) = points[0], points[1]
+    elif i >= len(points):
+        (x0, y0), (x1, y1) = points[-2], points[-1]
+    else:
+        (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def _column(tp: int) -> int:
+    """The seed measured TP8 and DP2 x TP4; TP4 uses its column, every other TP size the TP8 one."""
+    return 4 if tp == 4 else 8
+
+
+def prefill_cumulative_s(*, context: int, tp: int) -> float:
+    """Engine seconds to prefill a clean prompt of `context` tokens from scratch (the C1 TTFT)."""
+    if context <= 0:
+        return 0.0
+    table = TP4_PREFILL_S if _column(tp) == 4 else TP8_PREFILL_S
+    first_len, first_s = table[0]
+    if context <= first_len:
+        return first_s * context / first_len
+    return _interp(table, context)
+
+
+def prefill_chunk_s(*, start: int, end: int, tp: int) -> float:
+    """Engine seconds for a prefill chunk covering prompt positions [start, end)."""
+    return prefill_cumulative_s(context=end, tp=tp) - prefill_cumulative_s(context=start, tp=tp)
+
+
+def decode_tpot_s(*, batch: int, tp: int) -> float:
+    """Per-token decode latency at this running batch size, as the seed's sweep measured it."""
+    if batch <= 0:
+        return 0.0
+    tp8 = _interp(TP8_TPOT_S, float(batch))
+    if _column(tp) == 8:
+        return tp8
+    c1 = TP8_TPOT_S[0][1]
+    return TP4_C1_STEP_RATIO * c1 + TP4_BATCH_SLOPE_RATIO * (tp8 - c1)
+
+
+def kv_free_gib(*, utilization: float, tp: int) -> float:
+    """KV memory per NPU at a --gpu-memory-utilization, from the seed's budget at 0.90."""
+    col = _column(tp)
+    usable = (KV_FREE_GIB_AT_090[col] + KV_FIXED_GIB[col]) / REFERENCE_UTILIZATION
+    return max(0.0, utilization * usable - KV_FIXED_GIB[col])
+
+
+def kv_pool_tokens(*, utilization: float, tp: int) -> int:
+    """The engine's logged KV size in tokens (1,078,120 for TP8 at 0.90), scaled with memory utilization."""
+    col = _column(tp)
+    ratio = kv_free_gib(utilization=utilization, tp=tp) / KV_FREE_GIB_AT_090[col]
+    return int(KV_POOL_TOKENS_AT_090[col] * ratio)
+
+
+def startup_kv_need_gib(*, max_model_len: int, max_num_batched_tokens: int) -> float:
+    """KV memory the engine needs to start with this admission limit and batch budget."""
+    kib = STARTUP_KIB_PER_MODEL_LEN_TOKEN * max_model_len + STARTUP_KIB_PER_BATCHED_TOKEN * max_num_batched_tokens
+    return kib / KIB_PER_GIB
+
+
+def _geometric_rates(*, k: int, mean_accepted: float) -> tuple[float, ...]:
+    """Rates a, a^2, ..., a^k whose sum is mean_accepted (bisection on a)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        total = sum(mid**i for i in range(1, k + 1))
+        lo, hi = (mid, hi) if total < mean_accepted else (lo, mid)
+    a = (lo + hi) / 2
+    return tuple(a**i for i in range(1, k + 1))
+
+
+def acceptance_rates(*, profile: str, k: int) -> tuple[float, ...]:
+    """P(draft position i is accepted) for i in 0..k-1; decreasing, since acceptance is a prefix."""
+    if k <= 0:
+        return ()
+    if profile == "real":
+        base = list(REAL_ACCEPTANCE_PER_POSITION)
+        ratio = base[-1] / base[-2]
+        while len(base) < k:
+            base.append(base[-1] * ratio)
+        return tuple(base[:k])
+    if profile == "synthetic":
+        length = SYNTHETIC_ACCEPTANCE_LENGTH.get(k)
+        if length is None:
+            a = _geometric_rates(k=7, mean_accepted=SYNTHETIC_ACCEPTANCE_LENGTH[7] - 1)[0]
+            return tuple(a**i for i in range(1, k + 1))
+        return _geometric_rates(k=k, mean_accepted=length - 1)
+    raise ValueError(f"unknown acceptance profile {profile!r} (expected 'real' or 'synthetic')")
+
+
+def decode_step_s(*, batch: int, tp: int, num_speculative_tokens: int) -> float:
+    """Engine seconds of one decode step for `batch` running sequences.
+
+    The seed's TPOT figures are per output token on synthetic benchmark traffic with DSpark7, so one step
+    costs TPOT x the synthetic profile's tokens per step. A real-traffic profile then yields fewer tokens
+    per step and a higher TPOT, as the seed observed. Without speculative decoding the seed has no step
+    figure, so a step costs one table TPOT.
+    """
+    tpot = decode_tpot_s(batch=batch, tp=tp)
+    if num_speculative_tokens <= 0:
+        return tpot
+    advance = 1.0 + sum(acceptance_rates(profile="synthetic", k=num_speculative_tokens))
+    return tpot * advance

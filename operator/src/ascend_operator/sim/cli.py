@@ -1,0 +1,183 @@
+"""`aisctl sim serve <vllm serve args...>`: start the engine simulator the way `vllm serve` starts.
+
+Why this module exists: the simulator is the engine for tests, the local demo and users without NPUs, and
+it must start from a rendered pod's args unchanged. Start-up follows vLLM's order: the listening socket is
+bound first (vLLM's api_server binds before building the engine, so probes connect but get no answer
+while weights load - the realistic `slow-start`), then the model "loads" for `--sim-load-seconds` engine
+seconds, then the KV budget is checked (vLLM refuses to start when max_model_len and
+max_num_batched_tokens do not fit: FACTS.md "Startup requirement"), then the HTTP routes come up.
+
+Env overrides for harnesses: AIS_SIM_TIME_SCALE, AIS_SIM_ACCEPTANCE_PROFILE, AIS_SIM_FAULTS (`;`-separated
+fault flags), AIS_SIM_LOAD_SECONDS, AIS_SIM_DROP_ARGS, AIS_SIM_SEED (each used when its --sim-* flag is
+absent), and AIS_SIM_BIND_HOST / AIS_SIM_BIND_PORT, which override --host/--port so an unchanged
+production command (`--host 0.0.0.0 --port 8000`) can be started on a loopback address of the harness's
+choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, replace
+
+from aiohttp import web
+
+from ascend_operator.sim import calibration as cal
+from ascend_operator.sim.args import ArgsError, SimConfig, parse_serve_args
+from ascend_operator.sim.engine import SimEngine
+from ascend_operator.sim.faults import FaultError, parse_fault_flag
+from ascend_operator.sim.server import ExitFn, build_app, schedule_crash
+
+log = logging.getLogger("ascend_operator.sim")
+
+USAGE = """usage: aisctl sim serve MODEL [vllm serve flags...] [--sim-* flags]
+
+Simulator flags (env var used when the flag is absent):
+  --sim-time-scale F            engine seconds per wall second (AIS_SIM_TIME_SCALE, default 1)
+  --sim-acceptance-profile P    real | synthetic DSpark acceptance (AIS_SIM_ACCEPTANCE_PROFILE, default real)
+  --sim-fault SPEC              start with a fault, repeatable: stall-at-kv:threshold=0.975, hang,
+                                drift:fraction=0.18,period_s=600, crash:exit_code=3,after_s=60
+                                (AIS_SIM_FAULTS)
+  --sim-load-seconds N          model load time in engine seconds; port bound, silent
+                                (AIS_SIM_LOAD_SECONDS)
+  --sim-drop-args F[,F]         ignore these vLLM flags as if never given (AIS_SIM_DROP_ARGS)
+  --sim-seed N                  acceptance sequence seed (AIS_SIM_SEED)
+"""
+
+
+@dataclass
+class Running:
+    """A started simulator: where it listens and what to stop."""
+
+    host: str
+    port: int
+    engine: SimEngine
+    runner: web.AppRunner
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+        await self.engine.stop()
+
+
+def apply_bind_env(cfg: SimConfig, env: dict[str, str] | None = None) -> SimConfig:
+    environ = dict(os.environ) if env is None else env
+    host = environ.get("AIS_SIM_BIND_HOST") or cfg.host
+    port = int(environ.get("AIS_SIM_BIND_PORT") or cfg.port)
+    return replace(cfg, host=host, port=port)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def startup_error(cfg: SimConfig) -> str | None:
+    """vLLM's refusal when the KV budget cannot hold one max_model_len request plus the batch buffers."""
+    need = cal.startup_kv_need_gib(max_model_len=cfg.max_model_len, max_num_batched_tokens=cfg.max_num_batched_tokens)
+    free = cal.kv_free_gib(utilization=cfg.gpu_memory_utilization, tp=cfg.tensor_parallel_size)
+    if need <= free:
+        return None
+    return (
+        f"ValueError: To serve at least one request with the models's max seq len ({cfg.max_model_len}), "
+        f"({need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+        f"({free:.2f} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+        f"when initializing the engine."
+    )
+
+
+def _log_config(cfg: SimConfig) -> None:
+    log.info("vLLM API server version %s (engine simulator)", cal.VLLM_VERSION)
+    log.info("non-default args: %s", {k: v for k, v in cfg.known.items() if k not in ("host", "port")})
+    if cfg.unknown:
+        log.info("sim: flags accepted but not modelled: %s", list(cfg.unknown))
+    if cfg.dropped:
+        log.warning("sim: drop-args fault: ignoring %s", list(cfg.dropped))
+    log.info(
+        "Initializing a V1 LLM engine (v%s) with config: model=%r, speculative_config=%s, "
+        "tensor_parallel_size=%d, data_parallel_size=%d, max_seq_len=%d, compilation_config=%s",
+        cal.VLLM_VERSION,
+        cfg.model,
+        cfg.speculative_config,
+        cfg.tensor_parallel_size,
+        cfg.data_parallel_size,
+        cfg.max_model_len,
+        cfg.compilation_config,
+    )
+
+
+async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit) -> Running | str:
+    """Bind, load, check, start. Returns the running server, or the start-up error message."""
+    faults = [parse_fault_flag(spec) for spec in cfg.sim.faults]
+    sock = bind_socket(cfg.host, cfg.port)
+    host, port = sock.getsockname()[:2]
+    log.info("sim: bound %s:%d; loading model for %.1f engine s", host, port, cfg.sim.load_seconds)
+    _log_config(cfg)
+    if cfg.sim.load_seconds > 0:
+        await asyncio.sleep(cfg.sim.load_seconds / cfg.sim.time_scale)
+    error = startup_error(cfg)
+    if error:
+        sock.close()
+        return error
+    engine = SimEngine(cfg)
+    for fault in faults:
+        fault = replace(fault, since=engine.clock.now())
+        engine.faults.set(fault)
+        if fault.name == "crash":
+            schedule_crash(engine, fault, exit_fn)
+    engine.start()
+    runner = web.AppRunner(build_app(engine, exit_fn=exit_fn), handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    log.info("GPU KV cache size: %s tokens", f"{engine.cores[0].pool.pool_tokens:,}")
+    print(
+        f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return Running(host=host, port=port, engine=engine, runner=runner)
+
+
+async def serve(cfg: SimConfig) -> int:
+    started = await launch(cfg)
+    if isinstance(started, str):
+        log.error("%s", started)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("Shutting down")
+    await started.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `aisctl sim ...` (argv starts after `sim`)."""
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, file=sys.stdout)
+        return 0 if argv else 2
+    if argv[0] != "serve":
+        print(f"aisctl sim: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
+        return 2
+    if len(argv) > 1 and argv[1] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout)
+        return 0
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(asctime)s [sim] %(message)s")
+    try:
+        cfg = apply_bind_env(parse_serve_args(argv[1:]))
+        for spec in cfg.sim.faults:
+            parse_fault_flag(spec)
+    except (ArgsError, FaultError) as err:
+        print(f"aisctl sim serve: {err}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(cfg))

@@ -1,0 +1,266 @@
+"""The async engine: a scaled clock, one step loop per data-parallel engine, and request delivery.
+
+Why this module exists: the scheduler says what a step computes and what it costs in engine seconds; this
+module makes those seconds pass. Engine time is wall time x the time-scale factor (`--sim-time-scale`), the
+one factor every latency and rate goes through. Steps are paced against absolute deadlines, and all
+reported times (TTFT, ITL, e2e) are the steps' own engine times, so metrics are exact however the host
+schedules the process; if the host falls behind, engine time slows down rather than jumping ahead.
+
+An engine with nothing to do, or one that is hung or stalled by a fault, awaits an asyncio.Event: an idle
+simulator uses no CPU, which is what lets twenty of them share two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from ascend_operator.sim import calibration as cal
+from ascend_operator.sim.args import SimConfig
+from ascend_operator.sim.faults import FaultState
+from ascend_operator.sim.kvcache import KVPool, PrefixCache
+from ascend_operator.sim.metrics import VllmMetrics, cache_config_info
+from ascend_operator.sim.scheduler import Scheduler, SimRequest
+from ascend_operator.sim.specdecode import AcceptanceStream
+from ascend_operator.sim.tokens import PromptTokens, natural_length
+
+MAX_LAG_WALL_S = 0.02  # behind schedule by more than this (wall seconds): slow the clock, never jump
+
+
+class EngineClock:
+    """Engine seconds since start = wall seconds since start x scale."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self._w0 = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._w0) * self.scale
+
+    def wall_delay(self, engine_t: float) -> float:
+        return engine_t / self.scale - (time.monotonic() - self._w0)
+
+    def slip_to(self, engine_t: float) -> None:
+        """The host fell behind: make engine time `engine_t` now. Engine time slows down (everyone's,
+        arrivals included) instead of jumping, so no step ever looks longer than it was."""
+        self._w0 = time.monotonic() - engine_t / self.scale
+
+
+@dataclass(eq=False)
+class Delivery:
+    """What the HTTP handler awaits: tokens produced so far and whether the request finished."""
+
+    req: SimRequest
+    pending: int = 0
+    done: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, new: int) -> None:
+        self.pending += new
+        self.done = self.req.finished
+        self.changed.set()
+
+    async def next(self) -> tuple[int, bool]:
+        """Wait for new tokens; returns (count, finished)."""
+        while not self.pending and not self.done:
+            self.changed.clear()
+            await self.changed.wait()
+        new, self.pending = self.pending, 0
+        return new, self.done
+
+
+class EngineCore:
+    """One data-parallel engine: scheduler plus the step loop."""
+
+    def __init__(
+        self, *, index: int, cfg: SimConfig, clock: EngineClock, faults: FaultState, metrics: VllmMetrics
+    ) -> None:
+        self.index = index
+        self.cfg = cfg
+        self.clock = clock
+        self.faults = faults
+        self.metrics = metrics
+        tp = cfg.tensor_parallel_size
+        pool_tokens = cal.kv_pool_tokens(utilization=cfg.gpu_memory_utilization, tp=tp)
+        self.pool = KVPool(pool_tokens=pool_tokens, block_size=cfg.block_size)
+        self.cache = PrefixCache(
+            capacity_blocks=self.pool.total_blocks,
+            block_size=cfg.block_size,
+            enabled=cfg.enable_prefix_caching,
+        )
+        self.sched = Scheduler(
+            max_num_seqs=cfg.max_num_seqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            num_spec_tokens=cfg.num_speculative_tokens,
+            tp=tp,
+            pool=self.pool,
+            cache=self.cache,
+        )
+        self.deliveries: dict[SimRequest, Delivery] = {}
+        self.wake = asyncio.Event()
+        self.engine_time = 0.0  # end of the last step
+        self.busy_seconds = 0.0  # engine seconds spent in steps (idle and blocked time excluded)
+        self.stalled = False
+        self._prev_end: float | None = None
+
+    def submit(self, req: SimRequest) -> Delivery:
+        delivery = Delivery(req)
+        self.deliveries[req] = delivery
+        self.sched.add(req)
+        self._publish(queries=0, hits=0)
+        self.wake.set()
+        return delivery
+
+    def abort(self, req: SimRequest) -> None:
+        self.deliveries.pop(req, None)
+        if self.sched.abort(req):
+            self.metrics.request_success.labels(self.metrics.model_name, str(self.index), "abort").inc()
+            self._publish(queries=0, hits=0)
+            self.wake.set()
+
+    def _publish(self, *, queries: int, hits: int) -> None:
+        self.metrics.set_scheduler_state(
+            engine=self.index,
+            running=len(self.sched.running),
+            waiting=len(self.sched.waiting),
+            kv_usage=self.pool.usage,
+            queries=queries,
+            hits=hits,
+        )
+
+    def _blocked(self) -> bool:
+        self.stalled = self.faults.stalled(kv_usage=self.pool.usage)
+        return self.faults.hung or self.stalled or not self.sched.has_work
+
+    def _start_time(self) -> float:
+        """Back-to-back steps start where the last ended. From idle, a step starts when the first waiting
+        request arrived: a real engine wakes in microseconds, and the event loop's wake-up latency must not
+        be multiplied by the time scale into seconds of fake queueing."""
+        now = self.clock.now()
+        if self._prev_end is not None:
+            if (now - self._prev_end) / self.clock.scale > MAX_LAG_WALL_S:
+                self.clock.slip_to(self._prev_end)
+            return self._prev_end
+        if self.sched.waiting:
+            return min(now, max(self.engine_time, self.sched.waiting[0].arrival))
+        return now
+
+    async def run(self) -> None:
+        while True:
+            if self._blocked():
+                self._prev_end = None
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            start = self._start_time()
+            plan = self.sched.plan(now=start)
+            if plan.empty:  # work exists but none fits (e.g. a prompt larger than the whole pool)
+                self._publish(queries=0, hits=0)
+                self._prev_end = None
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            seconds = self.sched.step_seconds(plan) * self.faults.step_multiplier(now=start)
+            end = start + seconds
+            delay = self.clock.wall_delay(end)
+            await asyncio.sleep(delay if delay > 0 else 0)
+            it, emitted = self.sched.complete(plan, end=end)
+            self.engine_time = end
+            self.busy_seconds += seconds
+            self._prev_end = end
+            self.metrics.record_iteration(engine=self.index, it=it)
+            self._publish(queries=plan.queries, hits=plan.hits)
+            for req, new in emitted:
+                delivery = self.deliveries.get(req)
+                if delivery is not None:
+                    delivery.push(new)
+                    if req.finished:
+                        del self.deliveries[req]
+
+    def state(self) -> dict[str, object]:
+        return {
+            "engine": self.index,
+            "running": len(self.sched.running),
+            "waiting": len(self.sched.waiting),
+            "kv_cache_usage": round(self.pool.usage, 6),
+            "kv_pool_tokens": self.pool.pool_tokens,
+            "kv_blocks_total": self.pool.total_blocks,
+            "steps": self.sched.steps,
+            "stalled": self.stalled,
+            "last_step_end_engine_s": round(self.engine_time, 6),
+            "busy_engine_s": self.busy_seconds,
+        }
+
+
+class SimEngine:
+    """All data-parallel engines of one server, sharing a clock, faults and a metrics registry."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.clock = EngineClock(cfg.sim.time_scale)
+        self.faults = FaultState()
+        tp = cfg.tensor_parallel_size
+        pool_tokens = cal.kv_pool_tokens(utilization=cfg.gpu_memory_utilization, tp=tp)
+        self.metrics = VllmMetrics(
+            model_name=cfg.served_model_name,
+            num_engines=max(1, cfg.data_parallel_size),
+            max_model_len=cfg.max_model_len,
+            num_spec_tokens=cfg.num_speculative_tokens,
+            cache_config_info=cache_config_info(
+                block_size=cfg.block_size,
+                gpu_memory_utilization=cfg.gpu_memory_utilization,
+                enable_prefix_caching=cfg.enable_prefix_caching,
+                num_gpu_blocks=pool_tokens // cfg.block_size,
+            ),
+        )
+        self.cores = [
+            EngineCore(index=i, cfg=cfg, clock=self.clock, faults=self.faults, metrics=self.metrics)
+            for i in range(max(1, cfg.data_parallel_size))
+        ]
+        self.rates = cal.acceptance_rates(profile=cfg.sim.acceptance_profile, k=cfg.num_speculative_tokens)
+        self._ids = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(core.run(), name=f"engine-{core.index}") for core in self.cores]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def wake_all(self) -> None:
+        for core in self.cores:
+            core.wake.set()
+
+    def submit(
+        self, *, prompt: PromptTokens, max_tokens: int, ignore_eos: bool, n: int = 1
+    ) -> tuple[EngineCore, Delivery]:
+        """Route to the least-loaded engine (vLLM's DP coordinator balances on queue lengths)."""
+        core = min(self.cores, key=lambda c: (c.sched.load, c.index))
+        rid = f"sim-{next(self._ids)}"
+        target = max_tokens if ignore_eos else min(max_tokens, natural_length(prompt.seed))
+        accept = None
+        if self.rates:
+            accept = AcceptanceStream(rates=self.rates, seed=prompt.seed ^ (self.cfg.sim.seed * 7919))
+        req = SimRequest(
+            rid=rid,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            target_tokens=max(1, target),
+            stop_reason="length" if target >= max_tokens else "stop",
+            arrival=self.clock.now(),
+            accept=accept,
+            n=n,
+        )
+        return core, core.submit(req)
+
+    def state(self) -> dict[str, object]:
+        return {
+            "engine_time_s": round(self.clock.now(), 6),
+            "time_scale": self.clock.scale,
+            "engines": [core.state() for core in self.cores],
+            "faults": self.faults.describe(),
+        }

@@ -1,0 +1,262 @@
+"""One engine's scheduler: running slots, waiting queue, chunked prefill, preemption, step accounting.
+
+Why this module exists: the seed's throughput and latency figures are consequences of vLLM V1's scheduling
+(32 running slots make C64 add no throughput, MBT bounds each step's prefill, a full KV pool preempts);
+reproducing them needs the same rules, not a formula. Pure state transitions live here - plan a step,
+price it in engine seconds, complete it - so the async engine loop only adds time and I/O.
+
+Rules, after vllm/v1/core/sched/scheduler.py: running requests first (decodes cost 1 + k tokens of the
+batch budget, partial prefills continue), then waiting requests in FIFO order while slots, budget and KV
+last; a prefill chunk is at most the remaining budget (`--max-num-batched-tokens`). When a running request
+cannot grow, the most recently admitted running request is preempted (recompute: its KV is freed and it
+re-prefills prompt + output later). The prefill-completing step samples the first token; every later step
+verifies k drafted tokens and advances 1 + accepted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ascend_operator.sim import calibration as cal
+from ascend_operator.sim.kvcache import KVPool, PrefixCache
+from ascend_operator.sim.metrics import FinishedRequest, IterationRecord
+from ascend_operator.sim.specdecode import AcceptanceStream
+from ascend_operator.sim.tokens import PromptTokens
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """A generation request as the engine tracks it (times are engine seconds)."""
+
+    rid: str
+    prompt: PromptTokens
+    max_tokens: int
+    target_tokens: int  # tokens to produce before finishing (max_tokens, or the natural EOS point)
+    stop_reason: str  # "length" when target == max_tokens, else "stop"
+    arrival: float
+    accept: AcceptanceStream | None = None
+    n: int = 1
+    prefill_len: int = 0  # tokens to compute before decoding (prompt, or prompt + output after preemption)
+    num_computed: int = 0  # tokens whose KV exists (prompt and output)
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
+    output_tokens: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finish_reason: str | None = None
+    admitted_once: bool = False
+
+    def __post_init__(self) -> None:
+        if self.prefill_len == 0:
+            self.prefill_len = self.prompt.num_tokens
+
+    @property
+    def prefill_done(self) -> bool:
+        return self.num_computed >= self.prefill_len
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class StepPlan:
+    """What one engine step computes."""
+
+    decode: list[SimRequest] = field(default_factory=list)
+    prefill: list[tuple[SimRequest, int, int]] = field(default_factory=list)  # (request, start, end)
+    num_preempted: int = 0
+    queries: int = 0
+    hits: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.decode and not self.prefill
+
+
+class Scheduler:
+    """Scheduling state of one engine core."""
+
+    def __init__(
+        self,
+        *,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        num_spec_tokens: int,
+        tp: int,
+        pool: KVPool,
+        cache: PrefixCache,
+    ) -> None:
+        self.max_num_seqs = max_num_seqs
+        self.mbt = max_num_batched_tokens
+        self.k = num_spec_tokens
+        self.tp = tp
+        self.pool = pool
+        self.cache = cache
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.steps = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    @property
+    def load(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def add(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, req: SimRequest) -> bool:
+        """Drop a request (client went away); True if it was still queued or running."""
+        if req in self.running:
+            self.running.remove(req)
+            self.pool.free(req.rid)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        else:
+            return False
+        req.finish_reason = "abort"
+        return True
+
+    def _preempt(self, victim: SimRequest) -> None:
+        self.running.remove(victim)
+        self.pool.free(victim.rid)
+        victim.prefill_len = victim.num_computed
+        victim.num_computed = 0
+        self.waiting.appendleft(victim)
+
+    def plan(self, *, now: float) -> StepPlan:
+        """Choose this step's work and reserve its KV (mutates slots and pool)."""
+        plan = StepPlan()
+        budget = self.mbt
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            if req.prefill_done:
+                cost, new_ctx = 1 + self.k, req.num_computed + 1 + self.k
+            else:
+                cost = min(req.prefill_len - req.num_computed, budget)
+                new_ctx = req.num_computed + cost
+            if cost > budget:
+                break
+            while not self.pool.can_grow(req.rid, new_ctx) and self.running:
+                victim = self.running[-1]
+                self._preempt(victim)
+                plan.num_preempted += 1
+                if victim is req:
+                    break
+            if req not in self.running:
+                break
+            self.pool.grow(req.rid, new_ctx)
+            budget -= cost
+            if req.prefill_done:
+                plan.decode.append(req)
+            else:
+                plan.prefill.append((req, req.num_computed, new_ctx))
+            i += 1
+        while self.waiting and not plan.num_preempted and budget > 0:
+            if len(self.running) >= self.max_num_seqs:
+                break
+            req = self.waiting[0]
+            hit = self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=False)
+            hit = min(hit, req.prefill_len - 1)
+            chunk = min(req.prefill_len - hit, budget)
+            if not self.pool.can_grow(req.rid, hit + chunk):
+                break
+            self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=True)
+            plan.queries += req.prompt.num_tokens if self.cache.enabled else 0
+            plan.hits += hit
+            self.waiting.popleft()
+            self.running.append(req)
+            if not req.admitted_once:
+                req.cached_tokens = hit
+                req.admitted_once = True
+            if req.scheduled_at is None:
+                req.arrival = min(req.arrival, now)
+                req.scheduled_at = now
+            req.num_computed = hit
+            self.pool.grow(req.rid, hit + chunk)
+            budget -= chunk
+            plan.prefill.append((req, hit, hit + chunk))
+        return plan
+
+    def step_seconds(self, plan: StepPlan) -> float:
+        """Engine seconds of this step: a decode step for the batch plus each prefill chunk's share."""
+        seconds = 0.0
+        if plan.decode:
+            seconds += cal.decode_step_s(batch=len(plan.decode), tp=self.tp, num_speculative_tokens=self.k)
+        for _, start, end in plan.prefill:
+            seconds += cal.prefill_chunk_s(start=start, end=end, tp=self.tp)
+        # A forward pass is never cheaper than a one-sequence decode step (fully cached prompts).
+        return max(seconds, cal.decode_tpot_s(batch=1, tp=self.tp))
+
+    def complete(self, plan: StepPlan, *, end: float) -> tuple[IterationRecord, list[tuple[SimRequest, int]]]:
+        """Apply a finished step: advance prefills, emit tokens, finish requests, collect stats."""
+        self.steps += 1
+        it = IterationRecord(num_preempted_reqs=plan.num_preempted, accepted_per_pos=[0] * self.k)
+        emitted: list[tuple[SimRequest, int]] = []
+        for req, _start, chunk_end in plan.prefill:
+            if req.finished:
+                continue
+            req.num_computed = chunk_end
+            if not req.prefill_done:
+                continue
+            if req.first_token_at is None:
+                req.first_token_at = end
+                it.time_to_first_tokens.append(end - req.arrival)
+                it.num_prompt_tokens += req.prompt.num_tokens
+                it.n_params.append(req.n)
+                it.max_num_generation_tokens.append(req.max_tokens)
+                self.cache.insert(req.prompt.block_hashes)
+            elif req.last_token_at is not None:
+                it.inter_token_latencies.append(end - req.last_token_at)
+            emitted.append((req, self._emit(req, 1, end, it)))
+        for req in plan.decode:
+            if req.finished:
+                continue
+            accepted = 0
+            if self.k and req.accept is not None:
+                accepted = req.accept.next_accepted()
+                it.num_drafts += 1
+                it.num_draft_tokens += self.k
+                it.num_accepted_tokens += accepted
+                for pos in range(accepted):
+                    it.accepted_per_pos[pos] += 1
+            if req.last_token_at is not None:
+                it.inter_token_latencies.append(end - req.last_token_at)
+            new = min(1 + accepted, req.target_tokens - req.output_tokens)
+            emitted.append((req, self._emit(req, new, end, it)))
+        return it, emitted
+
+    def _emit(self, req: SimRequest, new: int, end: float, it: IterationRecord) -> int:
+        req.output_tokens += new
+        req.num_computed += new
+        req.last_token_at = end
+        it.num_generation_tokens += new
+        if req.output_tokens >= req.target_tokens:
+            req.finish_reason = req.stop_reason
+            self.running.remove(req)
+            self.pool.free(req.rid)
+            it.finished.append(_finished_stats(req, end))
+        return new
+
+
+def _finished_stats(req: SimRequest, end: float) -> FinishedRequest:
+    scheduled = req.scheduled_at if req.scheduled_at is not None else req.arrival
+    first = req.first_token_at if req.first_token_at is not None else end
+    decode = end - first
+    return FinishedRequest(
+        finish_reason=req.finish_reason or "stop",
+        e2e_latency=end - req.arrival,
+        num_prompt_tokens=req.prompt.num_tokens,
+        num_generation_tokens=req.output_tokens,
+        max_tokens_param=req.max_tokens,
+        queued_time=max(0.0, scheduled - req.arrival),
+        prefill_time=max(0.0, first - scheduled),
+        inference_time=max(0.0, end - scheduled),
+        decode_time=max(0.0, decode),
+        mean_time_per_output_token=decode / (req.output_tokens - 1) if req.output_tokens > 1 else 0.0,
+    )

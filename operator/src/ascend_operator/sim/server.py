@@ -1,0 +1,194 @@
+"""HTTP surface of the simulator: vLLM's OpenAI-compatible routes, /metrics, and the /sim fault API.
+
+Why this module exists: everything the operator and its tests observe goes through HTTP, so the routes,
+status codes and bodies follow `vllm serve` (GET /health -> 200 empty body, /v1/models with max_model_len,
+/version, /metrics in Prometheus text). Generation is delegated to the engine; a client that goes away
+aborts its request, as in vLLM. The /sim routes are simulator-only:
+
+- GET /sim/faults lists active faults; POST /sim/faults sets one from a JSON body such as
+  {"fault": "stall-at-kv", "threshold": 0.975}, {"fault": "hang"}, {"fault": "drift", "fraction": 0.18,
+  "period_s": 600}, {"fault": "crash", "exit_code": 3, "after_s": 0}; DELETE /sim/faults clears all
+  (or one with ?fault=NAME). slow-start and drop-args act before the engine exists and are refused with
+  409 here; use --sim-load-seconds / --sim-drop-args.
+- GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
+  config (known flags, unknown flags recorded, flags dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ascend_operator.sim import openai, tokens
+from ascend_operator.sim.calibration import VLLM_VERSION
+from ascend_operator.sim.engine import SimEngine
+from ascend_operator.sim.faults import Fault, FaultError, parse_fault_json
+
+log = logging.getLogger("ascend_operator.sim")
+
+ExitFn = Callable[[int], None]
+
+
+def schedule_crash(engine: SimEngine, fault: Fault, exit_fn: ExitFn) -> None:
+    """Exit the process after `after_s` engine seconds, like an engine core dying under the server."""
+    code = int(fault.params["exit_code"])
+
+    def crash() -> None:
+        log.error("EngineCore encountered a fatal error (sim crash fault); exiting with %d", code)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        exit_fn(code)
+
+    asyncio.get_running_loop().call_later(fault.params["after_s"] / engine.clock.scale, crash)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Application:
+    cfg = engine.cfg
+    created = int(time.time())
+    app = web.Application()
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(_: web.Request) -> web.Response:
+        return _json({"version": VLLM_VERSION})
+
+    async def models(_: web.Request) -> web.Response:
+        return _json(openai.models_body(cfg, created=created))
+
+    async def metrics(_: web.Request) -> web.Response:
+        body = engine.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def generate(request: web.Request, *, chat: bool) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _json(openai.ApiError(400, "request body is not valid JSON").body(), 400)
+        try:
+            gen = openai.parse_request(body, chat=chat, cfg=cfg)
+        except openai.ApiError as err:
+            return _json(err.body(), err.status)
+        core, delivery = engine.submit(prompt=gen.prompt, max_tokens=gen.max_tokens, ignore_eos=gen.ignore_eos)
+        req = delivery.req
+        seed = gen.prompt.seed
+
+        def usage_body() -> dict[str, Any]:
+            return openai.usage(
+                prompt_tokens=gen.prompt.num_tokens,
+                completion_tokens=req.output_tokens,
+                cached=req.cached_tokens,
+                details=cfg.enable_prompt_tokens_details,
+            )
+
+        try:
+            if not gen.stream:
+                produced = 0
+                done = False
+                while not done:
+                    new, done = await delivery.next()
+                    produced += new
+                text = tokens.output_text(seed=seed, start=0, count=produced)
+                return _json(
+                    openai.response_body(
+                        req=gen,
+                        rid=req.rid,
+                        text=text,
+                        finish_reason=req.finish_reason or "stop",
+                        usage_body=usage_body(),
+                    )
+                )
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            await resp.prepare(request)
+
+            async def send(data: dict[str, Any]) -> None:
+                await resp.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+            if gen.chat:
+                await send(openai.chunk_body(req=gen, rid=req.rid, text=None, finish_reason=None, first=True))
+            produced = 0
+            done = False
+            while not done:
+                new, done = await delivery.next()
+                text = tokens.output_text(seed=seed, start=produced, count=new)
+                produced += new
+                reason = (req.finish_reason or "stop") if done else None
+                await send(openai.chunk_body(req=gen, rid=req.rid, text=text, finish_reason=reason))
+            if gen.include_usage:
+                await send(openai.usage_chunk(req=gen, rid=req.rid, usage_body=usage_body()))
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        finally:
+            if not req.finished:
+                core.abort(req)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await generate(request, chat=False)
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await generate(request, chat=True)
+
+    async def faults_get(_: web.Request) -> web.Response:
+        return _json({"faults": engine.faults.describe()})
+
+    async def faults_post(request: web.Request) -> web.Response:
+        try:
+            fault = parse_fault_json(await request.json(), now=engine.clock.now())
+        except json.JSONDecodeError:
+            return _json({"error": "body is not valid JSON"}, 400)
+        except FaultError as err:
+            status = 409 if "acts before the engine exists" in str(err) else 400
+            return _json({"error": str(err)}, status)
+        engine.faults.set(fault)
+        log.warning("sim fault set: %s", fault.describe())
+        if fault.name == "crash":
+            schedule_crash(engine, fault, exit_fn)
+        engine.wake_all()
+        return _json({"faults": engine.faults.describe()})
+
+    async def faults_delete(request: web.Request) -> web.Response:
+        cleared = engine.faults.clear(request.query.get("fault"))
+        engine.wake_all()
+        return _json({"cleared": cleared, "faults": engine.faults.describe()})
+
+    async def state(_: web.Request) -> web.Response:
+        return _json(
+            {
+                **engine.state(),
+                "config": {
+                    "known": dict(cfg.known),
+                    "unknown": list(cfg.unknown),
+                    "dropped": list(cfg.dropped),
+                    "speculative_config": cfg.speculative_config,
+                    "compilation_config": cfg.compilation_config,
+                    "additional_config": cfg.additional_config,
+                    "acceptance_profile": cfg.sim.acceptance_profile,
+                },
+            }
+        )
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/ping", health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/sim/faults", faults_get)
+    app.router.add_post("/sim/faults", faults_post)
+    app.router.add_delete("/sim/faults", faults_delete)
+    app.router.add_get("/sim/state", state)
+    return app
