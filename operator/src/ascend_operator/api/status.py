@@ -41,8 +41,7 @@ class AscendInferenceServiceStatus(ApiModel):
     replicas: int = Field(default=0, description="Engine pods that exist.")
     ready_replicas: int = Field(default=0, description="Engine pods that are Ready.")
     desired_replicas: int = Field(default=0, description="spec.replicas.")
-    tensor_parallel: int | None = Field(default=None, description="TP size in force (printer column).")
-    max_model_len: int | None = Field(default=None, description="Max model len in force (printer column).")
+    updated_replicas: int = Field(default=0, description="Engine pods that run the current spec.")
     tokens_per_second_display: str | None = Field(
         default=None, description="Tokens/s for the printer column (formatted)."
     )

@@ -13,6 +13,7 @@ import yaml
 
 from ascend_operator.api.crd import build_crd
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=cmd_plan)
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition")
     crd.set_defaults(func=cmd_crd)
+    operator_cmd.add_parser(sub)
     sub.add_parser("sim", help="the engine simulator: `aisctl sim serve <vllm serve args>`", add_help=False)
     return parser
 

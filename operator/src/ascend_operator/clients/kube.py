@@ -1,0 +1,90 @@
+"""A small async facade over the official Kubernetes client for exactly what the operator does.
+
+The official client is synchronous; each call runs in a worker thread so the kopf event loop never blocks.
+Errors are translated once: "already exists" and "not found" are outcomes, not failures (that is what
+makes every reconcile step idempotent), and anything transient becomes `kopf.TemporaryError`.
+"""
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import kopf
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+
+T = TypeVar("T")
+RETRY_DELAY = 5.0
+
+
+def load_config() -> None:
+    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+
+
+class KubeApi:
+    """The operator's Kubernetes calls."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self._api = api_client or client.ApiClient()
+        self._core = client.CoreV1Api(self._api)
+        self._custom = client.CustomObjectsApi(self._api)
+
+    async def _call(
+        self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
+    ) -> T | None:
+        """Run one API call in a thread; None when it failed with a tolerated status."""
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except ApiException as exc:
+            if exc.status in tolerate:
+                return None
+            if exc.status in (400, 403, 422):
+                raise kopf.PermanentError(f"{exc.status} {exc.reason}: {exc.body}") from exc
+            raise kopf.TemporaryError(f"{exc.status} {exc.reason}", delay=RETRY_DELAY) from exc
+
+    async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
+        """The engine pods of one service, as plain dicts (camelCase, as the API returns them)."""
+        selector = f"{LABEL_SERVICE}={service}"
+        result = await self._call(self._core.list_namespaced_pod, namespace, label_selector=selector)
+        return [self._api.sanitize_for_serialization(pod) for pod in result.items] if result else []
+
+    async def create(self, body: Mapping[str, Any]) -> bool:
+        """Create a pod or Service; False when it already exists (a retried or repeated step)."""
+        kind = body["kind"]
+        create = self._core.create_namespaced_pod if kind == "Pod" else self._core.create_namespaced_service
+        made = await self._call(create, body["metadata"]["namespace"], dict(body), tolerate=frozenset({409}))
+        return made is not None
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete one pod if it is still the one meant (uid precondition); False when already gone."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        gone = frozenset({404, 409})
+        deleted = await self._call(self._core.delete_namespaced_pod, name, namespace, body=options, tolerate=gone)
+        return deleted is not None
+
+    async def read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Service, or None."""
+        svc = await self._call(self._core.read_namespaced_service, name, namespace, tolerate=frozenset({404}))
+        return None if svc is None else dict(self._api.sanitize_for_serialization(svc))
+
+    async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Strategic-merge-patch a Service."""
+        await self._call(self._core.patch_namespaced_service, name, namespace, dict(patch))
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Strategic-merge-patch a pod's status (readiness-gate conditions)."""
+        await self._call(self._core.patch_namespaced_pod_status, name, namespace, dict(patch))
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch the status subresource of an AscendInferenceService (gone objects are ignored)."""
+        await self._call(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+            tolerate=frozenset({404}),
+        )  # fmt: skip

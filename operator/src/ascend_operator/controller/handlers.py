@@ -1,0 +1,107 @@
+"""kopf wiring: thin handlers that hand every object to the pure reconcile pass.
+
+One daemon per AscendInferenceService runs the reconcile loop: a pass, then a wait until a watched change
+(of the service or of one of its pods) wakes it or the resync period passes, until kopf stops it. Waking
+instead of polling keeps reaction time low; the resync bounds how stale a missed event can leave things.
+"""
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+import kopf
+
+from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.clients.kube import KubeApi, load_config
+from ascend_operator.controller.reconcile import Context, ServiceMemory, reconcile
+
+#: Seconds between passes when nothing wakes the loop.
+DEFAULT_RESYNC_SECONDS = 30.0
+
+
+def utc_now() -> str:
+    """RFC 3339 timestamp for conditions."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Operator-wide settings and the shared clients."""
+    # kopf's own bookkeeping goes under our API group, not kopf.zalando.org.
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Bounded watches: a silently dead connection is replaced within minutes.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    # Events are posted explicitly with reasons; only warnings from logs become events too.
+    settings.posting.level = logging.WARNING
+    load_config()
+    memo.kube = KubeApi()
+    memo.wakers = {}
+    memo.setdefault("resync_seconds", DEFAULT_RESYNC_SECONDS)
+
+
+def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
+    waker = memo.wakers.get((namespace, name))
+    if waker is not None:
+        waker.set()
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def service_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **_: Any) -> None:
+    """A spec or status change of a service: wake its loop."""
+    _wake(memo, namespace, name)
+
+
+@kopf.on.event("v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
+def pod_changed(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    """A change of an engine pod: wake the loop of the service that owns it."""
+    _wake(memo, namespace, labels.get(LABEL_SERVICE))
+
+
+async def _sleep(stopped: kopf.DaemonStopped, waker: asyncio.Event, seconds: float) -> None:
+    waits = [asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(waker.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+async def service_loop(
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """The reconcile loop of one service; never lets an error end it."""
+    waker = memo.wakers.setdefault((namespace, name), asyncio.Event())
+
+    def post(type: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type, reason=reason, message=message)
+
+    ctx = Context(kube=memo.kube, events=post, now=utc_now)
+    memory = ServiceMemory()
+    try:
+        while not stopped:
+            waker.clear()
+            try:
+                await reconcile(body, ctx, memory)
+            except kopf.TemporaryError as exc:
+                logger.info(f"reconcile will be retried: {exc}")
+            except kopf.PermanentError as exc:
+                logger.warning(f"reconcile failed: {exc}")
+            except Exception:  # a bug must not end the loop: log it, retry on the next pass
+                logger.exception("reconcile raised; retrying on the next pass")
+            await _sleep(stopped, waker, float(memo.resync_seconds))
+    finally:
+        memo.wakers.pop((namespace, name), None)

@@ -1,0 +1,125 @@
+"""One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
+
+1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
+2. ensure the Service;
+3. plan and apply pod actions (create missing replicas, replace stale ones one at a time);
+4. compute the status and patch it only when it changed; announce condition transitions as events.
+Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
+every create or delete tolerates "already done".
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
+from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
+from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
+from ascend_operator.validation import Finding, Severity, validate_spec
+
+
+class EventSink(Protocol):
+    """Posts a Kubernetes event about the service being reconciled."""
+
+    def __call__(self, type: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class ServiceMemory:
+    """What one service's reconcile loop remembers between passes (lost on restart, by design)."""
+
+    announced_generation: int | None = None
+    extra_status: dict[str, Any] = field(default_factory=dict)
+    overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """The I/O a pass may do, injected."""
+
+    kube: KubeApi
+    events: EventSink
+    now: Callable[[], str]
+
+
+def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
+    try:
+        parsed = parse_resource(body)
+    except SpecError as exc:
+        return None, [Finding(severity=Severity.ERROR, field="spec", rule="Schema", message=p) for p in exc.problems]
+    return parsed, validate_spec(parsed.spec)
+
+
+def _raw_replicas(body: Mapping[str, Any]) -> int:
+    """spec.replicas of a spec that did not parse, for the status only."""
+    raw = (body.get("spec") or {}).get("replicas", 1)
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+
+
+async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
+    desired = build_service(parsed.spec, owner=owner)
+    current = await ctx.kube.read_service(owner.namespace, owner.name)
+    if current is None:
+        await ctx.kube.create(desired)
+        return
+    wanted = {"selector": desired["spec"]["selector"], "ports": desired["spec"]["ports"]}
+    have = {"selector": current["spec"].get("selector"), "ports": current["spec"].get("ports")}
+    if have != wanted:
+        await ctx.kube.patch_service(owner.namespace, owner.name, {"spec": wanted})
+
+
+async def _apply_pod_actions(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
+    """Apply the planned pod actions; True when anything was done."""
+    digest = spec_hash(parsed.spec)
+    actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods)
+    for action in actions:
+        if isinstance(action, CreatePod):
+            body = build_pod(parsed.spec, owner=owner, replica=action.replica)
+            if await ctx.kube.create(body):
+                ctx.events("Normal", "PodCreated", f"created pod {body['metadata']['name']} (spec {digest})")
+        elif isinstance(action, DeletePod) and await ctx.kube.delete_pod(owner.namespace, action.name, action.uid):
+            ctx.events("Normal", action.reason.value, f"deleted pod {action.name}: {action.reason.value}")
+    return bool(actions)
+
+
+async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory) -> dict[str, Any]:
+    """One pass; returns the status it computed."""
+    meta = body["metadata"]
+    owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+    generation = meta.get("generation")
+    parsed, findings = _findings(body)
+    errors = [f"{f.field}: {f.message}" for f in findings if f.severity is Severity.ERROR]
+    if memory.announced_generation != generation:
+        memory.announced_generation = generation
+        for f in findings:
+            if f.severity is not Severity.NOTE:
+                ctx.events("Warning", f.rule, f"{f.field}: {f.message}")
+
+    pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+    if parsed is not None and not errors:
+        await _ensure_service(ctx, parsed, owner)
+        if await _apply_pod_actions(ctx, parsed, owner, pods):
+            pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+
+    previous = body.get("status") or {}
+    status = compute_status(
+        Observed(
+            generation=generation,
+            replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
+            spec_hash=spec_hash(parsed.spec) if parsed and not errors else None,
+            pods=pods,
+            errors=errors,
+            extra=memory.extra_status,
+            overrides=memory.overrides,
+        ),
+        previous=previous,
+        now=ctx.now(),
+    )
+    if status_changed(previous, status):
+        await ctx.kube.patch_status(owner.namespace, owner.name, status)
+        for event in condition_events(previous, status):
+            ctx.events(*event)
+    return status

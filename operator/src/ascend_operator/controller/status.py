@@ -1,0 +1,133 @@
+"""Compute a service's status from what was observed: a pure function of its inputs and the clock value.
+
+Conditions keep their lastTransitionTime while their status does not change, so recomputing the same
+status yields the same dict and the reconcile loop can patch only on a real change.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascend_operator.api.status import DEGRADED, PROGRESSING, READY
+from ascend_operator.controller.views import PodView
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observed:
+    """Everything the status depends on."""
+
+    generation: int | None
+    replicas: int
+    spec_hash: str | None
+    """None when the current spec is invalid (nothing is rolled to it)."""
+    pods: Sequence[PodView]
+    errors: Sequence[str] = ()
+    """Validation errors of the current spec, each naming the field and the rule."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Further status fields computed elsewhere (engine metrics, last roll), merged as given."""
+    overrides: Sequence[tuple[str, str, str, str]] = ()
+    """(type, status, reason, message) that replace the computed condition of that type."""
+
+
+def _cond(kind: str, ok: bool, reason: str, message: str) -> tuple[str, str, str, str]:
+    return (kind, "True" if ok else "False", reason, message)
+
+
+def _ready(obs: Observed, ready: int) -> tuple[str, str, str, str]:
+    live = [p for p in obs.pods if not p.terminating]
+    if obs.errors and ready == 0:
+        return _cond(READY, False, "InvalidSpec", "; ".join(obs.errors))
+    if obs.replicas == 0:
+        return _cond(READY, True, "ScaledToZero", "spec.replicas is 0")
+    if ready >= obs.replicas:
+        reason = "ServingPreviousSpec" if obs.errors else "AllReplicasReady"
+        return _cond(READY, True, reason, f"{ready}/{obs.replicas} replicas ready")
+    short = next((p for p in live if p.lacks_npus), None)
+    if short is not None:
+        return _cond(READY, False, "InsufficientNPU", f"pod {short.name}: {short.unschedulable}")
+    blocked = next((p for p in live if p.unschedulable), None)
+    if blocked is not None:
+        return _cond(READY, False, "Unschedulable", f"pod {blocked.name}: {blocked.unschedulable}")
+    return _cond(READY, False, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+
+
+def _progressing(obs: Observed, ready: int) -> tuple[str, str, str, str]:
+    if obs.errors:
+        return _cond(PROGRESSING, False, "InvalidSpec", "the current spec is not rolled out: it is invalid")
+    live = [p for p in obs.pods if not p.terminating]
+    stale = [p for p in live if p.spec_hash != obs.spec_hash]
+    if stale:
+        return _cond(PROGRESSING, True, "RollingUpdate", f"{len(stale)} replica(s) still run an older spec")
+    if len(live) != obs.replicas or any(p.terminating for p in obs.pods):
+        return _cond(PROGRESSING, True, "ScalingReplicas", f"{len(live)} pods for {obs.replicas} replicas")
+    if ready < obs.replicas:
+        return _cond(PROGRESSING, True, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+    return _cond(PROGRESSING, False, "ReplicasUpToDate", "all replicas run the current spec and are ready")
+
+
+def _degraded(obs: Observed) -> tuple[str, str, str, str]:
+    if obs.errors:
+        return _cond(DEGRADED, True, "InvalidSpec", "; ".join(obs.errors))
+    short = next((p for p in obs.pods if p.lacks_npus and not p.terminating), None)
+    if short is not None:
+        return _cond(DEGRADED, True, "InsufficientNPU", f"pod {short.name}: {short.unschedulable}")
+    return _cond(DEGRADED, False, "AsExpected", "")
+
+
+def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+    """The full status dict (camelCase, as stored)."""
+    live = [p for p in obs.pods if not p.terminating]
+    ready = sum(1 for p in live if p.ready)
+    computed = [_ready(obs, ready), _progressing(obs, ready), _degraded(obs)]
+    replaced = {kind: (kind, st, reason, msg) for kind, st, reason, msg in obs.overrides}
+    before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
+    conditions = []
+    for kind, state, reason, message in (replaced.get(c[0], c) for c in computed):
+        old = before.get(kind)
+        since = old.get("lastTransitionTime") if old and old.get("status") == state else None
+        conditions.append(
+            {
+                "type": kind,
+                "status": state,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": since or now,
+                "observedGeneration": obs.generation,
+            }
+        )
+    status: dict[str, Any] = {
+        "observedGeneration": obs.generation,
+        "replicas": len(live),
+        "readyReplicas": ready,
+        "desiredReplicas": obs.replicas,
+        "updatedReplicas": sum(1 for p in live if p.spec_hash == obs.spec_hash),
+        "conditions": conditions,
+    }
+    status.update(obs.extra)
+    return status
+
+
+def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether patching `new` would change anything the operator owns."""
+    current = current or {}
+    return any(current.get(key) != value for key, value in new.items())
+
+
+Event = tuple[str, str, str]
+"""(type, reason, message) of a Kubernetes event."""
+
+
+def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:
+    """Events for condition transitions worth telling: Degraded turning True (or changing reason), Ready."""
+    before = {c["type"]: c for c in (previous or {}).get("conditions") or []}
+    events: list[Event] = []
+    for cond in new.get("conditions") or []:
+        old = before.get(cond["type"])
+        moved = old is None or (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"])
+        if not moved:
+            continue
+        if cond["type"] == DEGRADED and cond["status"] == "True":
+            events.append(("Warning", cond["reason"], cond["message"]))
+        elif cond["type"] == READY and cond["status"] == "True":
+            events.append(("Normal", cond["reason"], cond["message"]))
+    return events

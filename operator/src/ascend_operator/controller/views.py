@@ -1,0 +1,70 @@
+"""Typed views of the pods the operator owns, read once from raw Kubernetes objects.
+
+The planner and the status function work on these views, never on raw dicts, so the rules about what a
+pod "is" (ready, terminating, unschedulable for lack of NPUs) live in one place.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_REPLICA, NPU_RESOURCE
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodView:
+    """What the operator needs to know about one engine pod."""
+
+    name: str
+    uid: str
+    replica: int | None
+    spec_hash: str | None
+    phase: str
+    ready: bool
+    terminating: bool
+    node: str | None
+    ip: str | None
+    created: str | None
+    unschedulable: str | None
+    """The scheduler's message when the pod cannot be placed, else None."""
+    started_at: str | None = None
+    """When the pod started running (status.startTime)."""
+
+    @property
+    def lacks_npus(self) -> bool:
+        """The scheduler found no node with enough free NPUs."""
+        return self.unschedulable is not None and f"Insufficient {NPU_RESOURCE}" in self.unschedulable
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _replica(labels: Mapping[str, str]) -> int | None:
+    raw = labels.get(LABEL_REPLICA)
+    return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """Read a pod object (as the API returns it, camelCase) into a view."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    ready = _condition(status, "Ready")
+    scheduled = _condition(status, "PodScheduled")
+    unschedulable = None
+    if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        unschedulable = str(scheduled.get("message") or "Unschedulable")
+    return PodView(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        replica=_replica(meta.get("labels") or {}),
+        spec_hash=(meta.get("annotations") or {}).get(ANNOTATION_SPEC_HASH),
+        phase=status.get("phase") or "Pending",
+        ready=ready is not None and ready.get("status") == "True",
+        terminating=meta.get("deletionTimestamp") is not None,
+        node=(pod.get("spec") or {}).get("nodeName"),
+        ip=status.get("podIP"),
+        created=meta.get("creationTimestamp"),
+        unschedulable=unschedulable,
+        started_at=status.get("startTime"),
+    )

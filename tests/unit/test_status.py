@@ -1,0 +1,99 @@
+"""Status and conditions computed from observations: what `kubectl get ais` and `kubectl wait` show."""
+
+from dataclasses import replace
+
+from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
+from ascend_operator.controller.views import PodView
+
+T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
+
+
+def pod(i: int, *, ready: bool = True, hash: str = "h", unschedulable: str | None = None) -> PodView:
+    return PodView(
+        name=f"svc-{i}", uid=f"u{i}", replica=i, spec_hash=hash, phase="Running" if ready else "Pending",
+        ready=ready, terminating=False, node=None if unschedulable else "atlas-0", ip=None, created=T0,
+        unschedulable=unschedulable,
+    )  # fmt: skip
+
+
+def conds(status: dict[str, object]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}  # type: ignore[attr-defined]
+
+
+def obs(pods: list[PodView], **kw: object) -> Observed:
+    return Observed(generation=3, replicas=kw.pop("replicas", 1), spec_hash="h", pods=pods, **kw)  # type: ignore[arg-type]
+
+
+def test_all_ready() -> None:
+    status = compute_status(obs([pod(0)]), previous=None, now=T0)
+    assert conds(status) == {
+        "Ready": ("True", "AllReplicasReady"),
+        "Progressing": ("False", "ReplicasUpToDate"),
+        "Degraded": ("False", "AsExpected"),
+    }
+    assert status["readyReplicas"] == 1
+    assert status["observedGeneration"] == 3
+    assert all(c["observedGeneration"] == 3 for c in status["conditions"])
+
+
+def test_insufficient_npu_names_the_scheduler_message() -> None:
+    message = "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910."
+    status = compute_status(obs([pod(0, ready=False, unschedulable=message)]), previous=None, now=T0)
+    assert conds(status)["Ready"] == ("False", "InsufficientNPU")
+    assert conds(status)["Degraded"] == ("True", "InsufficientNPU")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert message in ready["message"]
+
+
+def test_invalid_spec_with_no_pods() -> None:
+    status = compute_status(
+        Observed(generation=2, replicas=1, spec_hash=None, pods=[], errors=["spec.engine: too big [HBMBudget]"]),
+        previous=None,
+        now=T0,
+    )
+    assert conds(status) == {
+        "Ready": ("False", "InvalidSpec"),
+        "Progressing": ("False", "InvalidSpec"),
+        "Degraded": ("True", "InvalidSpec"),
+    }
+
+
+def test_invalid_new_spec_keeps_old_pods_serving() -> None:
+    status = compute_status(
+        Observed(generation=4, replicas=1, spec_hash=None, pods=[pod(0, hash="old")], errors=["bad"]),
+        previous=None,
+        now=T0,
+    )
+    assert conds(status)["Ready"] == ("True", "ServingPreviousSpec")
+    assert conds(status)["Degraded"] == ("True", "InvalidSpec")
+
+
+def test_rolling_update_is_progressing() -> None:
+    status = compute_status(obs([pod(0, hash="old"), pod(1)], replicas=2), previous=None, now=T0)
+    assert conds(status)["Progressing"] == ("True", "RollingUpdate")
+    assert status["updatedReplicas"] == 1
+
+
+def test_transition_time_moves_only_when_status_changes() -> None:
+    first = compute_status(obs([pod(0, ready=False)]), previous=None, now=T0)
+    same = compute_status(obs([pod(0, ready=False)]), previous=first, now=T1)
+    assert same == first
+    assert not status_changed(first, same)
+    ready = compute_status(obs([pod(0)]), previous=first, now=T1)
+    times = {c["type"]: c["lastTransitionTime"] for c in ready["conditions"]}
+    assert times == {"Ready": T1, "Progressing": T1, "Degraded": T0}
+    assert status_changed(first, ready)
+
+
+def test_overrides_replace_a_computed_condition() -> None:
+    o = replace(obs([pod(0)]), overrides=[("Degraded", "True", "ConfigMismatch", "speculative_config=None")])
+    assert conds(compute_status(o, previous=None, now=T0))["Degraded"] == ("True", "ConfigMismatch")
+
+
+def test_events_announce_degradation_and_readiness_once() -> None:
+    message = "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910."
+    short = compute_status(obs([pod(0, ready=False, unschedulable=message)]), previous=None, now=T0)
+    assert condition_events(None, short) == [("Warning", "InsufficientNPU", f"pod svc-0: {message}")]
+    assert condition_events(short, short) == []
+    healed = compute_status(obs([pod(0)]), previous=short, now=T1)
+    assert condition_events(short, healed) == [("Normal", "AllReplicasReady", "1/1 replicas ready")]
