@@ -165,8 +165,23 @@ def parse_json_arg(raw: str | None, *, flag: str) -> dict[str, Any] | None:
     return value
 
 
+def _join_drop_args(argv: list[str]) -> list[str]:
+    """`--sim-drop-args --speculative-config` names a flag as its value; argparse would read that value
+    as a flag of its own, so glue it on as `--sim-drop-args=--speculative-config`."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--sim-drop-args" and i + 1 < len(argv):
+            out.append(f"--sim-drop-args={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def _sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p = argparse.ArgumentParser(prog="aisctl sim serve", add_help=False, allow_abbrev=False, exit_on_error=False)
     p.add_argument("--sim-time-scale", type=float)
     p.add_argument("--sim-acceptance-profile", choices=("real", "synthetic"))
     p.add_argument("--sim-fault", action="append", default=[])
@@ -250,8 +265,11 @@ def _unknown_flags(extra: Sequence[str]) -> tuple[str, ...]:
 def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> SimConfig:
     """Parse the arguments after `serve` (model path first, as `vllm serve` takes them)."""
     environ = os.environ if env is None else env
-    normalised = [_normalise(t) for t in argv]
-    sim_ns, rest = _sim_parser().parse_known_args(normalised)
+    normalised = _join_drop_args([_normalise(t) for t in argv])
+    try:
+        sim_ns, rest = _sim_parser().parse_known_args(normalised)
+    except (SystemExit, argparse.ArgumentError) as exc:
+        raise ArgsError(f"invalid --sim-* arguments in: {' '.join(argv)}") from exc
     sim = _sim_options(sim_ns, environ)
     kept, dropped = drop_flags(rest, sim.drop_args)
     try:

@@ -1,0 +1,198 @@
+"""Fixtures for the engine simulator tests: in-process servers on random 127.x addresses, and subprocesses.
+
+In-process servers (`sim`) start in milliseconds and run in the test's own event loop; subprocesses
+(`spawn`) are used where the process itself is the subject: exit codes, start-up, CPU use, many instances.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+
+from ascend_operator.sim.args import parse_serve_args
+from ascend_operator.sim.cli import Running, launch
+from ascend_operator.sim.loadgen import scrape_totals
+
+SPEC7 = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
+MODEL = "deepseek-v4-flash"
+
+
+def loopback() -> str:
+    """A random 127.x address, so parallel test runs (and other suites) never share one."""
+    return f"127.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}"
+
+
+def base_args(*extra: str, scale: float = 1000.0, spec: bool = True) -> list[str]:
+    args = [
+        "/data/models/DeepSeek-V4-Flash-0731-w8a8",
+        "--host",
+        loopback(),
+        "--port",
+        "0",
+        "--served-model-name",
+        MODEL,
+        "--max-model-len",
+        "327680",
+        "--max-num-batched-tokens",
+        "8192",
+        "--max-num-seqs",
+        "32",
+        "--tensor-parallel-size",
+        "8",
+        "--block-size",
+        "128",
+        "--sim-time-scale",
+        str(scale),
+    ]
+    if spec:
+        args += ["--speculative-config", SPEC7]
+    return [*args, *extra]
+
+
+@dataclass
+class Sim:
+    """A running in-process simulator and an HTTP session to it."""
+
+    running: Running
+    session: aiohttp.ClientSession
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.running.host}:{self.running.port}"
+
+    async def get(self, path: str) -> aiohttp.ClientResponse:
+        return await self.session.get(self.base + path)
+
+    async def metrics_text(self) -> str:
+        async with self.session.get(self.base + "/metrics") as resp:
+            assert resp.status == 200
+            return await resp.text()
+
+    async def totals(self) -> dict[str, float]:
+        return scrape_totals(await self.metrics_text())
+
+    async def state(self) -> dict[str, object]:
+        async with self.session.get(self.base + "/sim/state") as resp:
+            data: dict[str, object] = await resp.json()
+            return data
+
+    async def complete(self, **body: object) -> tuple[int, dict[str, object]]:
+        payload = {"model": MODEL, "prompt": "hello", **body}
+        async with self.session.post(self.base + "/v1/completions", json=payload) as resp:
+            return resp.status, await resp.json()
+
+    async def fault(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+        async with self.session.post(self.base + "/sim/faults", json=body) as resp:
+            return resp.status, await resp.json()
+
+
+SimFactory = Callable[..., Awaitable[Sim]]
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[SimFactory]:
+    """Start simulators from `vllm serve` argv; all are closed at the end of the test."""
+    started: list[Sim] = []
+
+    async def factory(argv: list[str]) -> Sim:
+        running = await launch(parse_serve_args(argv, env={}), exit_fn=_no_exit)
+        assert not isinstance(running, str), running
+        s = Sim(running, aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)))
+        started.append(s)
+        return s
+
+    yield factory
+    for s in started:
+        await s.session.close()
+        await s.running.close()
+
+
+def _no_exit(code: int) -> None:
+    raise AssertionError(f"in-process simulator tried to exit with {code}")
+
+
+@dataclass
+class Proc:
+    """A simulator subprocess and where it listens."""
+
+    popen: subprocess.Popen[str]
+    host: str
+    port: int
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+_LISTEN = re.compile(r"bound (\S+):(\d+);")
+
+
+def start_process(argv: list[str], *, env: dict[str, str] | None = None) -> Proc:
+    """Start `python -m ascend_operator.sim serve ...`; returns once the socket is bound."""
+    full_env = {**os.environ, **(env or {})}
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "ascend_operator.sim", "serve", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+    )
+    assert popen.stderr is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = popen.stderr.readline()
+        if not line:
+            break
+        match = _LISTEN.search(line)
+        if match:
+            return Proc(popen, match.group(1), int(match.group(2)))
+    popen.kill()
+    raise AssertionError(f"simulator did not bind; exit={popen.poll()}")
+
+
+async def wait_ready(base: str, *, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(base + "/health") as resp:
+                    if resp.status == 200:
+                        return
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                pass
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{base} not ready in {timeout} s")
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., Proc]]:
+    """Start simulator subprocesses; each is terminated (by its own PID) at the end of the test."""
+    procs: list[Proc] = []
+
+    def factory(argv: list[str], *, env: dict[str, str] | None = None) -> Proc:
+        proc = start_process(argv, env=env)
+        procs.append(proc)
+        return proc
+
+    yield factory
+    for proc in procs:
+        if proc.popen.poll() is None:
+            proc.popen.terminate()
+    for proc in procs:
+        try:
+            proc.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait()
+        if proc.popen.stderr:
+            proc.popen.stderr.close()

@@ -1,0 +1,126 @@
+"""/metrics carries vLLM V1's exact series (names, types, labels), as a health checker reads them.
+
+Reference: vllm/v1/metrics/loggers.py (PrometheusStatLogger) and vllm/v1/spec_decode/metrics.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.sim.conftest import MODEL, SimFactory, base_args
+
+COUNTERS = {
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:num_preemptions",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+    "vllm:request_success",
+}
+GAUGES = {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"}
+HISTOGRAMS = {
+    "vllm:iteration_tokens_total",
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:request_time_per_output_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
+}
+SPEC = {
+    "vllm:spec_decode_num_drafts",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+}
+
+
+async def test_series_have_vllm_names_types_and_labels(sim: SimFactory) -> None:
+    s = await sim(base_args())
+    await s.complete(prompt="warm up " * 50, max_tokens=30, ignore_eos=True)
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+    for name in COUNTERS | SPEC:
+        assert families[name].type == "counter", name
+        assert any(sample.name == name + "_total" for sample in families[name].samples), name
+    for name in GAUGES:
+        assert families[name].type == "gauge", name
+    for name in HISTOGRAMS:
+        assert families[name].type == "histogram", name
+        assert {sample.name for sample in families[name].samples} >= {name + "_bucket", name + "_sum"}
+    for name in COUNTERS | GAUGES | HISTOGRAMS | SPEC:
+        for sample in families[name].samples:
+            assert sample.labels["model_name"] == MODEL
+            assert sample.labels["engine"] == "0"
+    success = {s.labels["finished_reason"]: s.value for s in families["vllm:request_success"].samples}
+    assert success["length"] == 1
+    positions = [
+        sample.labels["position"]
+        for sample in families["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
+        if sample.name.endswith("_total")
+    ]
+    assert positions == [str(i) for i in range(7)]
+    ttft_buckets = [
+        sample.labels["le"]
+        for sample in families["vllm:time_to_first_token_seconds"].samples
+        if sample.name.endswith("_bucket")
+    ]
+    assert ttft_buckets[:3] == ["0.001", "0.005", "0.01"] and ttft_buckets[-2:] == ["2560.0", "+Inf"]
+
+
+async def test_cache_config_info_exposes_the_effective_cache_config(sim: SimFactory) -> None:
+    s = await sim(base_args("--gpu-memory-utilization", "0.9"))
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+    info = families["vllm:cache_config_info"]
+    assert info.type == "gauge"
+    (sample,) = info.samples
+    assert sample.value == 1
+    assert sample.labels["block_size"] == "128"
+    assert sample.labels["gpu_memory_utilization"] == "0.9"
+    assert sample.labels["enable_prefix_caching"] == "True"
+    assert sample.labels["num_gpu_blocks"] == str(1_078_120 // 128)
+    assert sample.labels["engine"] == "0"
+    assert "model_name" not in sample.labels  # vLLM's info gauge carries the config's fields only
+
+
+async def test_no_spec_decode_series_without_a_speculative_config(sim: SimFactory) -> None:
+    s = await sim(base_args(spec=False))
+    await s.complete(max_tokens=5, ignore_eos=True)
+    names = {f.name for f in text_string_to_metric_families(await s.metrics_text())}
+    assert not names & SPEC
+    assert "vllm:generation_tokens" in names
+
+
+async def test_per_position_acceptance_follows_the_real_traffic_profile(sim: SimFactory) -> None:
+    s = await sim(base_args("--sim-acceptance-profile", "real"))
+    for i in range(4):
+        await s.complete(prompt=f"reasoning {i}", max_tokens=400, ignore_eos=True)
+    totals = await s.totals()
+    drafts = totals["vllm:spec_decode_num_drafts_total"]
+    assert totals["vllm:spec_decode_num_draft_tokens_total"] == 7 * drafts
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+    per_pos = [
+        sample.value
+        for sample in families["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
+        if sample.name.endswith("_total")
+    ]
+    assert sum(per_pos) == totals["vllm:spec_decode_num_accepted_tokens_total"]
+    seed_rates = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)  # FACTS.md per-position acceptance
+    for got, want in zip(per_pos, seed_rates, strict=True):
+        assert abs(got / drafts - want) < 0.03
+    length = 1 + totals["vllm:spec_decode_num_accepted_tokens_total"] / drafts
+    assert length == pytest.approx(2.214, abs=0.1)  # FACTS.md: mean acceptance length 2.214
+
+
+async def test_data_parallel_engines_are_labelled_separately(sim: SimFactory) -> None:
+    s = await sim(base_args("--data-parallel-size", "2", "--tensor-parallel-size", "4", spec=False))
+    for i in range(4):
+        await s.complete(prompt=f"p{i}", max_tokens=3, ignore_eos=True)
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+    engines = {x.labels["engine"] for x in families["vllm:generation_tokens"].samples}
+    assert engines == {"0", "1"}
+    info_engines = {x.labels["engine"] for x in families["vllm:cache_config_info"].samples}
+    assert info_engines == {"0", "1"}
