@@ -137,18 +137,21 @@ class Proc:
 _LISTEN = re.compile(r"bound (\S+):(\d+);")
 
 
-def start_process(argv: list[str], *, env: dict[str, str] | None = None) -> Proc:
-    """Start `python -m ascend_operator.sim serve ...`; returns once the socket is bound."""
-    full_env = {**os.environ, **(env or {})}
-    popen = subprocess.Popen(
+def popen_sim(argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `python -m ascend_operator.sim serve ...` without waiting for it."""
+    return subprocess.Popen(
         [sys.executable, "-m", "ascend_operator.sim", "serve", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=full_env,
+        env={**os.environ, **(env or {})},
     )
+
+
+def await_bind(popen: subprocess.Popen[str]) -> Proc:
+    """Read the child's log until it says where it bound its socket."""
     assert popen.stderr is not None
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = popen.stderr.readline()
         if not line:
@@ -160,29 +163,30 @@ def start_process(argv: list[str], *, env: dict[str, str] | None = None) -> Proc
     raise AssertionError(f"simulator did not bind; exit={popen.poll()}")
 
 
-async def wait_ready(base: str, *, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
-        while time.monotonic() < deadline:
+async def wait_ready(base: str, *, within: float = 30.0) -> None:
+    """Poll /health until it answers 200."""
+    async with asyncio.timeout(within), aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as session:
+        while True:
             try:
                 async with session.get(base + "/health") as resp:
                     if resp.status == 200:
                         return
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 pass
             await asyncio.sleep(0.05)
-    raise AssertionError(f"{base} not ready in {timeout} s")
 
 
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., Proc]]:
-    """Start simulator subprocesses; each is terminated (by its own PID) at the end of the test."""
+def spawn() -> Iterator[Callable[..., list[Proc]]]:
+    """Start simulator subprocesses (all launched before any is awaited, so they boot in parallel);
+    each is terminated by its own PID at the end of the test."""
     procs: list[Proc] = []
 
-    def factory(argv: list[str], *, env: dict[str, str] | None = None) -> Proc:
-        proc = start_process(argv, env=env)
-        procs.append(proc)
-        return proc
+    def factory(*argvs: list[str], env: dict[str, str] | None = None) -> list[Proc]:
+        popens = [popen_sim(argv, env=env) for argv in argvs]
+        started = [await_bind(p) for p in popens]
+        procs.extend(started)
+        return started
 
     yield factory
     for proc in procs:

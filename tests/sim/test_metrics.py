@@ -68,7 +68,8 @@ async def test_series_have_vllm_names_types_and_labels(sim: SimFactory) -> None:
         for sample in families["vllm:time_to_first_token_seconds"].samples
         if sample.name.endswith("_bucket")
     ]
-    assert ttft_buckets[:3] == ["0.001", "0.005", "0.01"] and ttft_buckets[-2:] == ["2560.0", "+Inf"]
+    assert ttft_buckets[:3] == ["0.001", "0.005", "0.01"]
+    assert ttft_buckets[-2:] == ["2560.0", "+Inf"]
 
 
 async def test_cache_config_info_exposes_the_effective_cache_config(sim: SimFactory) -> None:

@@ -36,12 +36,14 @@ async def test_tp8_concurrency_sweep_within_10_percent(sim: SimFactory, concurre
 
 async def test_slots_cap_throughput_so_c64_queues(sim: SimFactory) -> None:
     """C32 -> C64 adds no throughput; requests 33..64 wait for a running slot (TTFT jumps)."""
-    s = await sim(base_args("--sim-acceptance-profile", "synthetic", scale=SCALE))
+    # A lower scale: 64 clients need a few wall milliseconds to send their requests, and at a high scale
+    # that spread alone would be engine seconds of staggered arrivals.
+    s = await sim(base_args("--sim-acceptance-profile", "synthetic", scale=50.0))
     kw = {"model": MODEL, "requests_per_worker": 1, "prompt_tokens": 256, "output_tokens": 256}
     c32 = await run_point(s.base, concurrency=32, **kw)  # type: ignore[arg-type]
     c64 = await run_point(s.base, concurrency=64, **kw)  # type: ignore[arg-type]
     assert c64.output_tok_s < c32.output_tok_s * 1.1
-    assert c64.mean_ttft_s > 4 * c32.mean_ttft_s  # half of them wait a whole e2e for a slot
+    assert c64.mean_ttft_s > 3 * c32.mean_ttft_s  # half of them wait a whole e2e for a slot
 
 
 @pytest.mark.parametrize(("tp", "dp", "table"), [(8, 1, cal.TP8_PREFILL_S), (4, 2, cal.TP4_PREFILL_S)])
