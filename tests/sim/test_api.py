@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
@@ -87,3 +90,25 @@ async def test_a_huge_prompt_can_be_sent_as_a_token_count(sim: SimFactory) -> No
     assert body["usage"]["prompt_tokens"] == 100_000  # type: ignore[index]
     status, body = await s.complete(prompt=list(range(300)), max_tokens=1)
     assert body["usage"]["prompt_tokens"] == 300  # type: ignore[index]
+
+
+async def test_a_client_that_goes_away_aborts_its_request(sim: SimFactory) -> None:
+    s = await sim(base_args(scale=1.0))  # real time: 2000 tokens would take ~30 s
+    body = {"model": MODEL, "prompt": "long answer", "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    async with s.session.post(s.base + "/v1/completions", json=body) as resp:
+        await resp.content.readline()  # the stream has started
+    for _ in range(100):
+        totals = await s.totals()
+        if totals["vllm:num_requests_running"] == 0:
+            break
+        await asyncio.sleep(0.02)
+    success = {
+        sample.labels["finished_reason"]: sample.value
+        for family in text_string_to_metric_families(await s.metrics_text())
+        if family.name == "vllm:request_success"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert totals["vllm:num_requests_running"] == 0
+    assert success["abort"] == 1
+    assert success["length"] == 0
