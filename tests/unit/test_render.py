@@ -6,6 +6,7 @@ from ascend_operator.api.parse import ParsedService, parse_spec
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.env import build_env
 from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
+from ascend_operator.render.probes import probe_source
 
 OWNER = Owner(name="dsv4-flash", namespace="llm", uid="3f1c7f9e-0000-4000-8000-000000000001")
 LABELS = {
@@ -60,6 +61,7 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
             "shareProcessNamespace": True,
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 60,
+            "readinessGates": [{"conditionType": "inference.ascend.dev/engine-ready"}],
             "nodeSelector": {"accelerator": "huawei-Ascend910"},
             "containers": [
                 {
@@ -79,6 +81,31 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                         {"name": "dshm", "mountPath": "/dev/shm"},
                         *[mount for _, mount in ASCEND],
                     ],
+                    # 1800 s of startup grace at 10 s per /health probe.
+                    "startupProbe": {
+                        "httpGet": {"path": "/health", "port": "http"},
+                        "periodSeconds": 10,
+                        "timeoutSeconds": 5,
+                        "failureThreshold": 180,
+                    },
+                    "readinessProbe": {
+                        "exec": {
+                            "command": [
+                                "python3",
+                                "-c",
+                                probe_source(),
+                                "8000",
+                                "deepseek-v4-flash",
+                                "4",
+                                "10.0",
+                                "Reply with OK.",
+                            ]  # fmt: skip
+                        },
+                        "periodSeconds": 10,
+                        "timeoutSeconds": 35,
+                        "failureThreshold": 3,
+                        "successThreshold": 1,
+                    },
                     "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
                 }
             ],
@@ -195,8 +222,13 @@ def test_long_context_switch_renders_the_vllm_ascend_keys_and_passthrough_after(
     assert args[-2:] == ["--seed", "0"]
 
 
-def test_spec_hash_ignores_replicas_but_not_engine_settings(example: ParsedService) -> None:
+def test_spec_hash_ignores_replicas_and_detector_knobs_but_not_engine_settings(example: ParsedService) -> None:
     scaled = example.spec.model_copy(update={"replicas": 3})
+    health = example.spec.health
+    tuned = example.spec.model_copy(
+        update={"health": health.model_copy(update={"rolls": health.rolls.model_copy(update={"max_per_hour": 9})})}
+    )
+    assert spec_hash(tuned) == spec_hash(example.spec)
     retuned = example.spec.model_copy(
         update={"engine": example.spec.engine.model_copy(update={"max_num_batched_tokens": 4096})}
     )

@@ -23,6 +23,7 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec, RuntimeMode
 from ascend_operator.render.args import ENGINE_COMMAND, build_engine_args
 from ascend_operator.render.env import build_env
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
+from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
 
 ENGINE_CONTAINER = "engine"
 MODEL_VOLUME = "model"
@@ -42,8 +43,12 @@ class Owner:
 
 
 def spec_hash(spec: AscendInferenceServiceSpec) -> str:
-    """A digest of everything that shapes a pod (not `replicas`): a changed hash means replace the pod."""
-    body = spec.model_dump(mode="json", exclude={"replicas"})
+    """A digest of the rendered pod spec: a changed hash means replace the pod.
+
+    Hashing what is rendered, not the whole spec, means a change of `replicas` or of a detector threshold
+    never restarts an engine that takes minutes to load.
+    """
+    body = build_pod_spec(spec)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -123,12 +128,14 @@ def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dic
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
         "resources": _resources(spec),
         "volumeMounts": mounts,
+        "startupProbe": startup_probe(spec),
+        "readinessProbe": readiness_probe(spec),
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
     }
 
 
-def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -> dict[str, Any]:
-    """The engine pod of one replica."""
+def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
+    """The pod's `spec` (the same for every replica)."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -136,6 +143,8 @@ def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -
         "shareProcessNamespace": True,
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        # The operator's own judgement (canary, effective config, stall) gates Service endpoints too.
+        "readinessGates": [{"conditionType": READINESS_GATE}],
         "containers": [build_engine_container(spec, mounts=mounts)],
         "volumes": volumes,
     }
@@ -145,6 +154,12 @@ def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -
         pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
     if spec.scheduling.affinity is not None:
         pod_spec["affinity"] = dict(spec.scheduling.affinity)
+    return pod_spec
+
+
+def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -> dict[str, Any]:
+    """The engine pod of one replica."""
+    pod_spec = build_pod_spec(spec)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

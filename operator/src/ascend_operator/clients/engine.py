@@ -1,0 +1,79 @@
+"""HTTP calls to the engines: /metrics, /v1/models and the generation canary.
+
+Every call has its own timeout, and `scrape_all` runs them concurrently, so one slow or hung pod never
+delays the judgement of another. A failed call is a result (`None` or a failed canary), never an
+exception that could end the health loop.
+"""
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryResult:
+    """One canary: did tokens come back within the timeout?"""
+
+    ok: bool
+    seconds: float
+    tokens: int
+    error: str = ""
+
+
+class EngineClient:
+    """A shared aiohttp session for all engines."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+
+    async def get_text(self, url: str, *, timeout: float) -> str | None:
+        """GET a text body (e.g. /metrics); None on any failure."""
+        try:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                return await resp.text() if resp.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError):
+            return None
+
+    async def get_json(self, url: str, *, timeout: float) -> Mapping[str, Any] | None:
+        """GET a JSON object (e.g. /v1/models); None on any failure."""
+        try:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                body = await resp.json() if resp.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        return body if isinstance(body, Mapping) else None
+
+    async def canary(self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float) -> CanaryResult:
+        """A few prompt tokens in, `max_tokens` out (ignore_eos, temperature 0): only a real forward counts."""
+        body = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": False,
+        }
+        start = time.monotonic()
+        try:
+            async with self._session.post(
+                f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                payload = await resp.json() if resp.status == 200 else {}
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            return CanaryResult(
+                ok=False, seconds=time.monotonic() - start, tokens=0, error=type(exc).__name__ or "error"
+            )
+        tokens = int(((payload or {}).get("usage") or {}).get("completion_tokens") or 0)
+        ok = status == 200 and tokens >= 1
+        error = "" if ok else f"HTTP {status}, {tokens} tokens"
+        return CanaryResult(ok=ok, seconds=time.monotonic() - start, tokens=tokens, error=error)
+
+
+async def scrape_all(client: EngineClient, urls: Sequence[str], *, timeout: float) -> list[str | None]:
+    """Scrape every URL concurrently, each with its own timeout."""
+    return list(await asyncio.gather(*(client.get_text(url, timeout=timeout) for url in urls)))
