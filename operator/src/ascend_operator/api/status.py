@@ -31,7 +31,22 @@ class EngineMetrics(ApiModel):
     kv_cache_usage: float | None = Field(default=None, description="Highest KV cache usage (0..1) of a pod.")
     running_requests: int | None = Field(default=None, description="Requests running.")
     waiting_requests: int | None = Field(default=None, description="Requests waiting for a slot.")
+    ttft_p50_seconds: float | None = Field(default=None, description="Engine TTFT p50 over the last 30 s.")
+    tpot_p50_seconds: float | None = Field(default=None, description="Engine time per output token p50.")
     acceptance_length: float | None = Field(default=None, description="Speculative acceptance length.")
+    acceptance_per_position: list[float] | None = Field(
+        default=None, description="Accepted share per draft position (single pod)."
+    )
+    preemptions: int | None = Field(default=None, description="Preemptions over the last 30 s.")
+
+
+class Roll(ApiModel):
+    """One recreated pod and why."""
+
+    time: str = Field(description="When (RFC 3339).")
+    pod: str = Field(description="The pod that was recreated.")
+    reason: str = Field(description="Stalled, ThroughputDrift or MaxAge.")
+    message: str = Field(default="", description="The detector's finding and evidence.")
 
 
 class AscendInferenceServiceStatus(ApiModel):
@@ -48,3 +63,5 @@ class AscendInferenceServiceStatus(ApiModel):
     kv_cache_usage_display: str | None = Field(default=None, description="KV usage for the printer column.")
     metrics: EngineMetrics | None = Field(default=None, description="Engine figures.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded.")
+    last_roll: Roll | None = Field(default=None, description="The most recent roll.")
+    rolls: list[Roll] = Field(default_factory=list, description="Recent rolls (rate limiting reads them).")

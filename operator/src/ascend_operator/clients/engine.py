@@ -30,6 +30,10 @@ class EngineClient:
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self._session = session
 
+    async def close(self) -> None:
+        """Close the shared session."""
+        await self._session.close()
+
     async def get_text(self, url: str, *, timeout: float) -> str | None:
         """GET a text body (e.g. /metrics); None on any failure."""
         try:

@@ -10,10 +10,14 @@ import datetime
 import logging
 from typing import Any
 
+import aiohttp
 import kopf
 
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.api.parse import SpecError, parse_spec
+from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
+from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
 from ascend_operator.controller.reconcile import Context, ServiceMemory, reconcile
 
 #: Seconds between passes when nothing wakes the loop.
@@ -42,8 +46,30 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING
     load_config()
     memo.kube = KubeApi()
+    memo.engines = EngineClient(aiohttp.ClientSession())
     memo.wakers = {}
+    memo.services = {}
     memo.setdefault("resync_seconds", DEFAULT_RESYNC_SECONDS)
+
+
+@kopf.on.cleanup()
+async def close_clients(memo: kopf.Memo, **_: Any) -> None:
+    """Close the engines' HTTP session on shutdown."""
+    await memo.engines.close()
+
+
+def service_memory(memo: kopf.Memo, body: kopf.Body) -> ServiceMemory:
+    """The memory both loops of one service share; roll history is seeded from the stored status."""
+    key = (body.metadata.namespace, body.metadata.name)
+    if key not in memo.services:
+        memory = ServiceMemory()
+        stored = body.status.get("rolls")
+        if stored:
+            memory.extra_status["rolls"] = list(stored)
+            memory.extra_status["lastRoll"] = body.status.get("lastRoll")
+        memo.services[key] = memory
+    result: ServiceMemory = memo.services[key]
+    return result
 
 
 def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
@@ -90,7 +116,7 @@ async def service_loop(
         kopf.event(body, type=type, reason=reason, message=message)
 
     ctx = Context(kube=memo.kube, events=post, now=utc_now)
-    memory = ServiceMemory()
+    memory = service_memory(memo, body)
     try:
         while not stopped:
             waker.clear()
@@ -105,3 +131,46 @@ async def service_loop(
             await _sleep(stopped, waker, float(memo.resync_seconds))
     finally:
         memo.wakers.pop((namespace, name), None)
+        memo.services.pop((namespace, name), None)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+async def health_loop(
+    stopped: kopf.DaemonStopped,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Judge the service's engines every scrape interval; never lets an error end it."""
+
+    def post(type: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type, reason=reason, message=message)
+
+    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=post)
+    state = MonitorState()
+    interval = 5.0
+    while not stopped:
+        try:
+            spec = parse_spec(body.get("spec") or {})
+        except SpecError:
+            spec = None  # the reconcile loop reports it; nothing to judge against
+        if spec is not None and namespace is not None:
+            interval = spec.health.scrape_interval_seconds
+            try:
+                await health_pass(
+                    monitor,
+                    spec=spec,
+                    namespace=namespace,
+                    service=name,
+                    state=state,
+                    memory=service_memory(memo, body),
+                )
+                _wake(memo, namespace, name)
+            except (kopf.TemporaryError, kopf.PermanentError) as exc:
+                logger.info(f"health pass will be retried: {exc}")
+            except Exception:
+                logger.exception("health pass raised; retrying on the next pass")
+        await stopped.wait(interval)

@@ -1,0 +1,99 @@
+"""One pod's health state and verdict: pure folds over scrapes and canaries, then a decision.
+
+The verdict sets the pod's readiness gate and may ask for a roll; whether the roll happens is the roll
+policy's decision (`ascend_operator.health.rolls`). Times are the operator's monotonic clock.
+"""
+
+from dataclasses import dataclass, field, replace
+
+from ascend_operator.api.health import HealthSpec
+from ascend_operator.health.drift import DriftTracker, detect_drift, track
+from ascend_operator.health.rolls import RollReason
+from ascend_operator.health.samples import EngineSample, progress_counters
+from ascend_operator.health.stall import detect_stall
+
+#: Samples kept per pod: enough for the stall window several times over, bounded in memory.
+KEEP_SAMPLES = 240
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodHealth:
+    """What the operator remembers about one pod's engine."""
+
+    samples: tuple[EngineSample, ...] = ()
+    drift: DriftTracker = field(default_factory=DriftTracker)
+    canary_failures: int = 0
+    last_canary: float | None = None
+    mismatches: tuple[str, ...] | None = None
+    """None until the effective config has been checked; empty when it matched."""
+    ready_since: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """Gate state, its reason, and an optional roll request."""
+
+    ready: bool
+    reason: str
+    message: str
+    roll: RollReason | None = None
+    evidence: dict[str, float] = field(default_factory=dict)
+
+
+def fold_sample(state: PodHealth, sample: EngineSample, *, cfg: HealthSpec) -> PodHealth:
+    """Add a scrape."""
+    samples = (*state.samples, sample)[-KEEP_SAMPLES:]
+    drift = state.drift
+    if state.ready_since is not None:
+        drift = track(drift, sample, ready_at=state.ready_since, cfg=cfg.drift)
+    return replace(state, samples=samples, drift=drift)
+
+
+def fold_canary(state: PodHealth, *, ok: bool, before: EngineSample | None, now: float) -> PodHealth:
+    """Add a canary result. A failed canary while the engine advanced (a queued canary on a busy
+    engine) does not count as a failure."""
+    after = state.samples[-1] if state.samples else None
+    progressed = before is not None and after is not None and progress_counters(after) != progress_counters(before)
+    failures = 0 if ok or progressed else state.canary_failures + 1
+    return replace(state, canary_failures=failures, last_canary=now)
+
+
+def judge(state: PodHealth, *, now: float, cfg: HealthSpec) -> Verdict:
+    """The pod's verdict, most serious finding first."""
+    if state.mismatches:
+        return Verdict(ready=False, reason="ConfigMismatch", message="; ".join(state.mismatches))
+    if not state.samples or now - state.samples[-1].t > 3 * cfg.scrape_interval_seconds:
+        return Verdict(ready=False, reason="EngineNotAnswering", message="no /metrics answer")
+    stall = detect_stall(state.samples, now=now, cfg=cfg.stall, canary_failures=state.canary_failures)
+    if stall.stalled:
+        return Verdict(
+            ready=False, reason="Stalled", message=stall.message, roll=RollReason.STALLED, evidence=stall.evidence
+        )
+    if state.mismatches is None:
+        return Verdict(ready=False, reason="CheckingConfig", message="effective config not checked yet")
+    if state.canary_failures >= cfg.canary.failure_threshold:
+        return Verdict(
+            ready=False,
+            reason="CanaryFailing",
+            message=f"{state.canary_failures} canaries without tokens and without forward progress",
+        )
+    if state.last_canary is None:
+        return Verdict(ready=False, reason="AwaitingCanary", message="no canary has run yet")
+    if state.canary_failures and state.ready_since is None:
+        return Verdict(ready=False, reason="AwaitingCanary", message="the last canary returned no tokens")
+    drift = detect_drift(state.drift.baseline, state.drift.windows, now=now, cfg=cfg.drift)
+    if drift.drifted:
+        evidence = {"stepTimeRatio": round(drift.ratio or 0.0, 3)}
+        return Verdict(
+            ready=True, reason="ThroughputDrift", message=drift.message, roll=RollReason.DRIFT, evidence=evidence
+        )
+    return Verdict(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")
+
+
+def mark_ready(state: PodHealth, verdict: Verdict, *, now: float) -> PodHealth:
+    """Remember since when the pod is ready (drift warm-up counts from there)."""
+    if verdict.ready and state.ready_since is None:
+        return replace(state, ready_since=now)
+    if not verdict.ready and state.ready_since is not None and verdict.reason != "ThroughputDrift":
+        return replace(state, ready_since=None, drift=DriftTracker())
+    return state

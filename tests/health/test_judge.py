@@ -1,0 +1,76 @@
+"""A pod's verdict from its folded scrapes and canaries: what the readiness gate shows."""
+
+from dataclasses import replace
+
+from ascend_operator.api.health import CanarySpec, HealthSpec
+from ascend_operator.health.judge import PodHealth, fold_canary, fold_sample, judge, mark_ready
+from ascend_operator.health.rolls import RollReason
+from ascend_operator.health.samples import EngineSample
+
+CFG = HealthSpec(canary=CanarySpec(failure_threshold=3))
+
+
+def busy(t: float, gen: float) -> EngineSample:
+    return EngineSample(t=t, running=4, generation_tokens=gen, iterations=gen / 4, kv_usage=0.1)
+
+
+def healthy() -> PodHealth:
+    state = PodHealth(mismatches=())
+    for i in range(4):
+        state = fold_sample(state, busy(i * 5.0, i * 100.0), cfg=CFG)
+    return fold_canary(state, ok=True, before=None, now=15.0)
+
+
+def test_healthy_pod_is_ready() -> None:
+    verdict = judge(healthy(), now=16.0, cfg=CFG)
+    assert (verdict.ready, verdict.reason, verdict.roll) == (True, "CanaryPassing", None)
+
+
+def test_config_mismatch_keeps_the_pod_out_without_a_roll() -> None:
+    state = replace(healthy(), mismatches=("speculative: expected 7 draft tokens, engine reports off",))
+    verdict = judge(state, now=16.0, cfg=CFG)
+    assert (verdict.ready, verdict.reason, verdict.roll) == (False, "ConfigMismatch", None)
+
+
+def test_unchecked_config_is_not_ready() -> None:
+    assert judge(replace(healthy(), mismatches=None), now=16.0, cfg=CFG).reason == "CheckingConfig"
+
+
+def test_silent_engine_is_not_ready() -> None:
+    assert judge(healthy(), now=60.0, cfg=CFG).reason == "EngineNotAnswering"
+    assert judge(PodHealth(), now=0.0, cfg=CFG).reason == "EngineNotAnswering"
+
+
+def test_stall_asks_for_a_roll() -> None:
+    state = healthy()
+    frozen = busy(15.0, 300.0)
+    for i in range(1, 9):
+        state = fold_sample(state, replace(frozen, t=15.0 + i * 5), cfg=CFG)
+    verdict = judge(state, now=55.0, cfg=CFG)
+    assert (verdict.ready, verdict.reason, verdict.roll) == (False, "Stalled", RollReason.STALLED)
+
+
+def test_canary_failures_count_only_without_progress() -> None:
+    state = healthy()
+    before = state.samples[-1]
+    progressed = fold_sample(state, busy(20.0, 500.0), cfg=CFG)
+    assert fold_canary(progressed, ok=False, before=before, now=20.0).canary_failures == 0
+    stuck = state
+    for _ in range(3):
+        stuck = fold_canary(stuck, ok=False, before=stuck.samples[-1], now=20.0)
+    assert stuck.canary_failures == 3
+    assert judge(replace(stuck, ready_since=1.0), now=16.0, cfg=CFG).reason == "CanaryFailing"
+
+
+def test_first_canary_must_pass_before_ready() -> None:
+    state = fold_canary(replace(healthy(), last_canary=None), ok=False, before=None, now=15.0)
+    assert judge(state, now=16.0, cfg=CFG).reason == "AwaitingCanary"
+
+
+def test_ready_since_is_kept_while_ready_and_reset_when_not() -> None:
+    ready = judge(healthy(), now=16.0, cfg=CFG)
+    state = mark_ready(healthy(), ready, now=16.0)
+    assert state.ready_since == 16.0
+    assert mark_ready(state, ready, now=20.0).ready_since == 16.0
+    down = judge(replace(state, mismatches=("x",)), now=20.0, cfg=CFG)
+    assert mark_ready(state, down, now=20.0).ready_since is None
