@@ -70,7 +70,12 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 
 def cmd_sim(rest: list[str]) -> int:
-    from ascend_operator.sim.cli import main as sim_main  # imported on use: the operator never needs it
+    # imported on use: the operator never needs the simulator
+    if rest[:1] == ["attach"]:
+        from ascend_operator.sim.attach import main as attach_main
+
+        return attach_main(rest[1:])
+    from ascend_operator.sim.cli import main as sim_main
 
     code: int = sim_main(rest)
     return code
@@ -88,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition")
     crd.set_defaults(func=cmd_crd)
     operator_cmd.add_parser(sub)
-    sub.add_parser("sim", help="the engine simulator: `aisctl sim serve <vllm serve args>`", add_help=False)
+    sub.add_parser(
+        "sim", help="the engine simulator: `aisctl sim serve <vllm serve args>` | `aisctl sim attach`", add_help=False
+    )
     return parser
 
 

@@ -1,0 +1,150 @@
+"""`aisctl sim attach`: give every engine pod of a (KWOK) cluster a simulator, as a kubelet would a container.
+
+It watches the pods the operator owns through the kubeconfig and, for each running pod with an IP,
+starts `aisctl sim serve` with the pod's own rendered args, bound to the pod's 127.x IP and engine port.
+When the pod goes (or is replaced), its simulator is stopped; a simulator that exits (the `crash` fault)
+is restarted after a short back-off, as the kubelet restarts a container. Tests, the demo and users share
+this command. Simulator settings reach the children through the AIS_SIM_* environment (see sim/cli.py).
+"""
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.render.pod import ENGINE_CONTAINER
+
+log = logging.getLogger("ascend_operator.sim.attach")
+RESTART_BACKOFF_SECONDS = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """A pod that should have a simulator."""
+
+    uid: str
+    name: str
+    namespace: str
+    ip: str
+    args: tuple[str, ...]
+    port: int
+
+
+@dataclass
+class Child:
+    """A running simulator process."""
+
+    target: Target
+    process: subprocess.Popen[bytes]
+    exited_at: float | None = None
+
+
+def target_of(pod: Mapping[str, Any]) -> Target | None:
+    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container)."""
+    meta, status, spec = pod.get("metadata") or {}, pod.get("status") or {}, pod.get("spec") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not status.get("podIP"):
+        return None
+    engine = next((c for c in spec.get("containers") or [] if c.get("name") == ENGINE_CONTAINER), None)
+    if engine is None or not engine.get("args"):
+        return None
+    ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
+    return Target(
+        uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
+        args=tuple(engine["args"]), port=int(ports[0]) if ports else 8000,
+    )  # fmt: skip
+
+
+def spawn(target: Target, *, log_dir: Path | None) -> subprocess.Popen[bytes]:
+    """Start `aisctl sim serve <pod args>` on the pod's address."""
+    env = {**os.environ, "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
+    out: Any = subprocess.DEVNULL
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = (log_dir / f"{target.namespace}_{target.name}_{target.uid[:8]}.log").open("ab")
+    log.info("sim for %s/%s on %s:%d", target.namespace, target.name, target.ip, target.port)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ascend_operator.sim", *target.args], env=env, stdout=out, stderr=subprocess.STDOUT
+    )
+
+
+def stop(child: Child) -> None:
+    """Stop one simulator by its PID: SIGTERM, then SIGKILL after 5 s."""
+    if child.process.poll() is None:
+        child.process.send_signal(signal.SIGTERM)
+        try:
+            child.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+def sync(children: dict[str, Child], targets: list[Target], *, now: float, log_dir: Path | None) -> None:
+    """Make the running simulators match the pods."""
+    wanted = {t.uid: t for t in targets}
+    for uid in [u for u in children if u not in wanted]:
+        stop(children.pop(uid))
+    for uid, target in wanted.items():
+        child = children.get(uid)
+        if child is None:
+            children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir))
+        elif child.process.poll() is not None:
+            if child.exited_at is None:
+                child.exited_at = now
+                log.info("sim for %s exited with %s", target.name, child.process.returncode)
+            elif now - child.exited_at >= RESTART_BACKOFF_SECONDS:
+                children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Poll the pods and keep the simulators in step until interrupted."""
+    config.load_kube_config(config_file=args.kubeconfig)
+    core = client.CoreV1Api()
+    api = client.ApiClient()
+    children: dict[str, Child] = {}
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log_dir = Path(args.log_dir) if args.log_dir else None
+    try:
+        while not stopping:
+            try:
+                if args.namespace:
+                    pods = core.list_namespaced_pod(args.namespace, label_selector=LABEL_SERVICE)
+                else:
+                    pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
+                raw = [api.sanitize_for_serialization(p) for p in pods.items]
+                sync(children, [t for p in raw if (t := target_of(p))], now=time.monotonic(), log_dir=log_dir)
+            except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
+                log.warning("listing pods failed: %s", exc)
+            time.sleep(args.interval)
+    finally:
+        for child in children.values():
+            stop(child)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `aisctl sim attach`."""
+    parser = argparse.ArgumentParser(prog="aisctl sim attach", description=__doc__)
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("-n", "--namespace", default=None, help="only pods of this namespace")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between pod listings")
+    parser.add_argument("--log-dir", default=None, help="write each simulator's output to a file here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run(args)
