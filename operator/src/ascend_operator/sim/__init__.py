@@ -3,5 +3,12 @@
 Why this package exists: there is no NPU here, yet health checks, detectors, the renderer's args and the
 demo all need an engine that speaks vLLM's HTTP API and metrics exactly, behaves like the seed's engine
 under load, and can be made to stall, hang, drift, crash, load slowly or lose its speculative config.
-Entry point: `aisctl sim serve <vllm serve args>` (cli.main) or `python -m ascend_operator.sim serve ...`.
+
+Where to look:
+- start it: `aisctl sim serve <vllm serve args>` or `python -m ascend_operator.sim serve ...` (cli.py has
+  the `--sim-*` flags and AIS_SIM_* env vars; unknown vLLM flags are accepted and recorded);
+- routes and the fault API (`/sim/faults`, `/sim/state`): server.py;
+- every calibrated figure, with its source in FACTS.md: calibration.py;
+- the request extension `"sim_prompt_tokens": N` (an N-token prompt without sending it): tokens.py;
+- measuring it the seed's way: loadgen.py and bench/sim_sweep.py.
 """
