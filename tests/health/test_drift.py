@@ -8,7 +8,7 @@ import pytest
 from ascend_operator.api.health import DriftSpec
 from ascend_operator.health.drift import Baseline, StepWindow, busy_windows, detect_drift
 from tests.health.replay import first_drift
-from tests.health.traces import long_prefill, steady
+from bench.traces import long_prefill, steady
 
 CFG = DriftSpec()
 HOUR = 3600.0

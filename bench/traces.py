@@ -143,3 +143,12 @@ def hang(seconds: float, *, at: float, batch: int = 8, interval: float = 5.0) ->
 def stale_kv_after_abort(seconds: float, *, interval: float = 5.0) -> Trace:
     """Aborted requests left the KV gauge at 99% with nothing running (vllm issue 29928)."""
     return [EngineSample(t=i * interval, running=0, kv_usage=0.99) for i in range(int(seconds / interval) + 1)]
+
+
+def bursty(seconds: float, *, seed: int = 7, interval: float = 5.0, idle_share: float = 0.15) -> Trace:
+    """Healthy bursty traffic: concurrency jumps between C1 and C64 every minute, with idle gaps."""
+    import random
+
+    rng = random.Random(seed)
+    levels = [0 if rng.random() < idle_share else rng.choice([1, 8, 16, 32, 64]) for _ in range(int(seconds // 60) + 1)]
+    return steady(seconds, batch=lambda t: levels[int(t // 60)], interval=interval)
