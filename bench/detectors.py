@@ -109,6 +109,14 @@ def _ramp(start: float) -> Callable[[float], float]:
     return lambda t: 1.0 if t < start else 1.0 + 0.18 * min(1.0, (t - start) / 600)
 
 
+def _steps(t: float) -> int:
+    return 1 if t < 1200 else (64 if t < 2400 else 8)
+
+
+def _acceptance_drop(t: float) -> float:
+    return 0.45 if t < 3600 else 0.166  # synthetic -> real traffic (FACTS.md "Speculative decoding")
+
+
 def scenarios() -> list[Scenario]:
     stall = long_prefill(524_288, pool=KV_POOL_DSA_CP, stall_at_kv=0.975, tail=600)
     return [
@@ -117,10 +125,12 @@ def scenarios() -> list[Scenario]:
         Scenario(name="512K prefill completes", trace=long_prefill(524_288), fault_at=None),
         Scenario(name="512K stall at 97.5% KV", trace=stall, fault_at=_stall_start(stall), target=45),
         Scenario(name="hang under C8", trace=hang(1200, at=600), fault_at=600, target=45),
-        Scenario(name="18% drift at C32", trace=steady(3600, batch=32, slowdown=_ramp(1200)), fault_at=1200, target=600),
-        Scenario(name="load steps C1 -> C64 -> C8", trace=steady(3600, batch=lambda t: 1 if t < 1200 else (64 if t < 2400 else 8)), fault_at=None),
+        Scenario(name="18% drift at C32", trace=steady(3600, batch=32, slowdown=_ramp(1200)), fault_at=1200,
+                 target=600),
+        Scenario(name="load steps C1 -> C64 -> C8", trace=steady(3600, batch=_steps), fault_at=None),
         Scenario(name="stale 99% KV after aborts", trace=stale_kv_after_abort(1800), fault_at=None),
-        Scenario(name="acceptance 45% -> 16.6%", trace=steady(7200, batch=32, acceptance=lambda t: 0.45 if t < 3600 else 0.166), fault_at=None),
+        Scenario(name="acceptance 45% -> 16.6%", trace=steady(7200, batch=32, acceptance=_acceptance_drop),
+                 fault_at=None),
     ]  # fmt: skip
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from ascend_operator.api.health import DriftSpec
 from ascend_operator.health.drift import Baseline, StepWindow, busy_windows, detect_drift
-from tests.health.replay import first_drift
 from bench.traces import long_prefill, steady
+from tests.health.replay import first_drift
 
 CFG = DriftSpec()
 HOUR = 3600.0

@@ -99,7 +99,7 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                                 "4",
                                 "10.0",
                                 "Reply with OK.",
-                            ]  # fmt: skip
+                            ]
                         },
                         "periodSeconds": 10,
                         "timeoutSeconds": 35,
