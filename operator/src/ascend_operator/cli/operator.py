@@ -3,8 +3,19 @@
 import argparse
 import asyncio
 import logging
+import random
 
 import kopf
+
+#: Upper bound of a random peering priority (kopf compares plain ints; a tie pauses every tied operator).
+MAX_RANDOM_PRIORITY = 2**31 - 1
+
+
+def peering_priority(value: str) -> int:
+    """An int, or `random`: replicas of one Deployment share their args, and equal priorities freeze them all."""
+    if value == "random":
+        return random.randint(1, MAX_RANDOM_PRIORITY)
+    return int(value)
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -17,7 +28,15 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     op.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf liveness endpoint URL")
     op.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     op.add_argument("--peering", default=None, help="kopf peering name (several operator replicas, one active)")
+    op.add_argument(
+        "--peering-priority", type=peering_priority, default=0,
+        help="kopf peering priority: the highest live one works, the others wait; `random` for replicas",
+    )  # fmt: skip
     op.add_argument("--resync-seconds", type=float, default=None, help="seconds between passes without events")
+    op.add_argument(
+        "--metrics-port", type=int, default=None,
+        help="serve the operator's Prometheus metrics (e.g. ascend_operator_rolls_total) on this port",
+    )  # fmt: skip
     op.set_defaults(func=run_operator)
 
 
@@ -28,6 +47,10 @@ def run_operator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     memo = kopf.Memo()
     memo.resync_seconds = args.resync_seconds or handlers.DEFAULT_RESYNC_SECONDS
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)  # the default registry, where the roll counters live
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,
@@ -35,6 +58,7 @@ def run_operator(args: argparse.Namespace) -> int:
             liveness_endpoint=args.liveness,
             standalone=args.peering is None,
             peering_name=args.peering,
+            priority=args.peering_priority,
             memo=memo,
         )
     )
