@@ -26,6 +26,17 @@ CASES = [
         [],
         "InStartupGrace",
     ),
+    (
+        "a pod that was Ready once is in service even inside the grace",
+        "a-0",
+        RollReason.STALLED,
+        [
+            PodState(name="a-0", ready=True, terminating=False, started_at=NOW - 600, served=True),
+            PodState(name="a-1", ready=True, terminating=False, started_at=OLD),
+        ],
+        [],
+        "Allowed",
+    ),
     ("not-started pod is in grace", "a-0", RollReason.STALLED, pods(("a-0", False, False, None)), [], "InStartupGrace"),
     ("rate limit per hour", "a-0", RollReason.STALLED, TWO_READY, [NOW - 3000, NOW - 2000, NOW - 1000], "RateLimited"),
     ("rolls older than an hour do not count", "a-0", RollReason.STALLED, TWO_READY, [NOW - 4000] * 3, "Allowed"),

@@ -139,13 +139,22 @@ async def _rolls(
     memory: ServiceMemory,
     pods: list[PodView],
     verdicts: Mapping[str, Verdict],
+    health_by_uid: Mapping[str, PodHealth],
     namespace: str,
     service: str,
 ) -> list[tuple[str, str, str, str]]:
     """Ask the policy about every roll request; do at most one; return condition overrides for refusals."""
     now = mon.wall()
+    served = {uid for uid, health in health_by_uid.items() if health.served}
     states = [
-        PodState(name=p.name, ready=p.ready, terminating=p.terminating, started_at=epoch(p.started_at)) for p in pods
+        PodState(
+            name=p.name,
+            ready=p.ready,
+            terminating=p.terminating,
+            started_at=epoch(p.started_at),
+            served=p.uid in served,
+        )
+        for p in pods
     ]
     requests = [(p, v.roll, v.message) for p in pods if (v := verdicts.get(p.uid)) and v.roll]
     requests += [
@@ -210,6 +219,6 @@ async def health_pass(
         state.pods[pod.uid] = mark_ready(state.pods[pod.uid], verdict, now=now)
         verdicts[pod.uid] = verdict
         await _set_gate(mon, state, pod, namespace, verdict)
-    refused = await _rolls(mon, spec, memory, views, verdicts, namespace, service)
+    refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
     memory.overrides = _overrides(live, verdicts) or refused
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

@@ -27,6 +27,8 @@ class PodHealth:
     mismatches: tuple[str, ...] | None = None
     """None until the effective config has been checked; empty when it matched."""
     ready_since: float | None = None
+    served: bool = False
+    """Ready at least once: the engine finished loading (ends the startup grace early)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +95,7 @@ def judge(state: PodHealth, *, now: float, cfg: HealthSpec) -> Verdict:
 def mark_ready(state: PodHealth, verdict: Verdict, *, now: float) -> PodHealth:
     """Remember since when the pod is ready (drift warm-up counts from there)."""
     if verdict.ready and state.ready_since is None:
-        return replace(state, ready_since=now)
+        return replace(state, ready_since=now, served=True)
     if not verdict.ready and state.ready_since is not None and verdict.reason != "ThroughputDrift":
         return replace(state, ready_since=None, drift=DriftTracker())
     return state

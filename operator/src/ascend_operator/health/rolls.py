@@ -1,7 +1,9 @@
 """Whether a pod may be recreated now: the roll policy. Rolls never storm.
 
 Rules, in order (the first that refuses decides, and the refusal is reported, not acted on):
-1. never before the pod's startup grace ends (~292 GB of weights load for minutes);
+1. never before the pod's startup grace ends (~292 GB of weights load for minutes). The grace ends after
+   `startupGraceSeconds`, or earlier once the engine has proven it finished loading by passing the canary
+   and the config check (a Ready verdict): from then on it is in service and judged like any other;
 2. at most `maxPerHour` rolls per service in any hour;
 3. not within `cooldownSeconds` of the service's previous roll;
 4. one replica at a time: no roll while another replica is not Ready or is terminating;
@@ -39,6 +41,8 @@ class PodState:
     terminating: bool
     started_at: float | None
     """Epoch seconds the pod started, None when not started."""
+    served: bool = False
+    """The engine has been Ready at least once (its load is over)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,11 +61,12 @@ def decide_roll(
     target = next((p for p in pods if p.name == pod), None)
     if target is None or target.terminating:
         return RollDecision(allowed=False, rule="PodGone", message=f"pod {pod} is gone or terminating")
-    if target.started_at is None or now - target.started_at < cfg.startup_grace_seconds:
+    loading = target.started_at is None or now - target.started_at < cfg.startup_grace_seconds
+    if loading and not target.served:
         return RollDecision(
             allowed=False,
             rule="InStartupGrace",
-            message=f"pod {pod} is inside its {cfg.startup_grace_seconds:.0f}s startup grace",
+            message=f"pod {pod} is inside its {cfg.startup_grace_seconds:.0f}s startup grace and was never Ready",
         )
     recent = [t for t in history if now - t < HOUR]
     if len(recent) >= cfg.rolls.max_per_hour:
