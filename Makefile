@@ -12,3 +12,4 @@ unit: venv
 
 crd: venv
 	.venv/bin/aisctl crd > crds/inference.ascend.dev_ascendinferenceservices.yaml
+	.venv/bin/aisctl crd > charts/ascend-inference-operator/crds/inference.ascend.dev_ascendinferenceservices.yaml

@@ -10,7 +10,11 @@ from ascend_operator.api.crd import build_crd
 from ascend_operator.validation.rules import RULES
 from tests.unit.conftest import ROOT
 
-CRD_FILES = [ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"]
+CRD_FILES = [
+    ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml",
+    # the Helm chart installs its own copy (Helm only reads crds/ inside the chart); drift must fail here
+    ROOT / "charts" / "ascend-inference-operator" / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml",
+]
 
 
 @pytest.mark.parametrize("path", CRD_FILES, ids=lambda p: str(Path(p).relative_to(ROOT)))
