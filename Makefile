@@ -13,3 +13,6 @@ unit: venv
 crd: venv
 	.venv/bin/aisctl crd > crds/inference.ascend.dev_ascendinferenceservices.yaml
 	.venv/bin/aisctl crd > charts/ascend-inference-operator/crds/inference.ascend.dev_ascendinferenceservices.yaml
+
+docs: venv
+	@echo "paste into README.md between the api markers:"; .venv/bin/aisctl docs

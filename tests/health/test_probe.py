@@ -23,12 +23,12 @@ async def _probe(host: str, port: int, timeout: float = 5.0) -> int:
     return await asyncio.to_thread(probe.main, argv)
 
 
-async def test_healthy_engine_is_ready(sim: SimFactory) -> None:  # noqa: F811
+async def test_healthy_engine_is_ready(sim: SimFactory) -> None:
     s = await sim(base_args())
     assert await _probe(s.running.host, s.running.port) == 0
 
 
-async def test_hung_engine_is_not_ready_although_health_is_200(sim: SimFactory) -> None:  # noqa: F811
+async def test_hung_engine_is_not_ready_although_health_is_200(sim: SimFactory) -> None:
     s = await sim(base_args())
     assert (await s.fault({"fault": "hang"}))[0] == 200
     async with s.session.get(s.base + "/health") as resp:
@@ -40,7 +40,7 @@ async def test_unreachable_engine_is_not_ready() -> None:
     assert await _probe("127.0.0.1", 9, timeout=1.0) == 1
 
 
-async def test_busy_engine_with_a_queued_canary_stays_ready(sim: SimFactory) -> None:  # noqa: F811
+async def test_busy_engine_with_a_queued_canary_stays_ready(sim: SimFactory) -> None:
     # Real time (scale 1): 40 long requests fill the 32 slots, so the canary waits for a slot, as at the
     # seed's C64 (TTFT 28.56 s); the engine keeps generating, so the probe passes on progress.
     s = await sim(base_args(scale=1.0))

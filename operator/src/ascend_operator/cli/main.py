@@ -69,6 +69,13 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_docs(args: argparse.Namespace) -> int:
+    from ascend_operator.api.docs import api_table
+
+    sys.stdout.write(api_table())
+    return 0
+
+
 def cmd_sim(rest: list[str]) -> int:
     # imported on use: the operator never needs the simulator
     if rest[:1] == ["attach"]:
@@ -92,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=cmd_plan)
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition")
     crd.set_defaults(func=cmd_crd)
+    docs = sub.add_parser("docs", help="print the API reference table (Markdown) that README.md carries")
+    docs.set_defaults(func=cmd_docs)
     operator_cmd.add_parser(sub)
     sub.add_parser(
         "sim", help="the engine simulator: `aisctl sim serve <vllm serve args>` | `aisctl sim attach`", add_help=False

@@ -1,0 +1,147 @@
+"""Fixtures that run the product against the session's cluster: the CRD, the operator, the simulators.
+
+The operator and `aisctl sim attach` run as subprocesses exactly as a user starts them, bound to the
+session's kubeconfig, and are stopped by PID at teardown. Import the fixtures into a test module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.cluster import ROOT, Cluster, wait_for
+
+CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
+EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
+#: Engine time per wall second for the simulators: a 512K prefill (148.76 s) takes ~5 s.
+SIM_TIME_SCALE = "30"
+
+
+@dataclass
+class Proc:
+    """A product process started by a fixture."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start(args: list[str], *, log: Path, env: dict[str, str] | None = None) -> Proc:
+    out = log.open("ab")
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "ascend_operator.cli.main", *args],
+        env={**os.environ, **(env or {})},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    return Proc(popen=popen, log=log)
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Cluster) -> None:
+    """The CRD from crds/, established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/ascendinferenceservices.inference.ascend.dev", "--timeout=60s"
+    )
+
+
+def start_operator(cluster: Cluster, log: Path) -> Proc:
+    """`aisctl operator` on a free liveness port, resyncing every 5 s."""
+    port = 18080 + os.getpid() % 1000
+    return start(
+        ["operator", "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
+        log=log,
+        env={"KUBECONFIG": str(cluster.kubeconfig)},
+    )
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """The operator, watching all namespaces, for the whole module."""
+    proc = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    yield proc
+    proc.stop()
+    assert proc.popen.returncode is not None
+
+
+@pytest.fixture(scope="module")
+def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """`aisctl sim attach`: a simulator per engine pod, on the pod's IP with the pod's args."""
+    logs = tmp_path_factory.mktemp("sims")
+    proc = start(
+        ["sim", "attach", "--log-dir", str(logs), "--interval", "0.3"],
+        log=logs / "attach.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
+    )
+    yield proc
+    proc.stop()
+
+
+def example(name: str, *, node_label: str, **spec: Any) -> dict[str, Any]:
+    """examples/dsv4-flash.yaml with another name, pinned to nodes carrying `ais-e2e=<node_label>`."""
+    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"]["name"] = name
+    body["spec"]["scheduling"]["nodeSelector"] = {"ais-e2e": node_label}
+    for key, value in spec.items():
+        body["spec"][key] = value
+    return body
+
+
+def label_nodes(cluster: Cluster, names: list[str], value: str) -> None:
+    for node in names:
+        cluster.kubectl("label", "node", node, f"ais-e2e={value}", "--overwrite")
+
+
+def ais(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = cluster.get_json("ais", name, "-n", namespace)
+    return result
+
+
+def condition(body: dict[str, Any], kind: str) -> tuple[str, str] | None:
+    for cond in (body.get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return cond["status"], cond["reason"]
+    return None
+
+
+def pods(cluster: Cluster, namespace: str, service: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.get_json(
+        "pods", "-n", namespace, "-l", f"inference.ascend.dev/service={service}"
+    )["items"]
+    return items
+
+
+def events(cluster: Cluster, namespace: str, reason: str) -> list[dict[str, Any]]:
+    items = cluster.get_json("events", "-n", namespace)["items"]
+    return [e for e in items if e.get("reason") == reason]
+
+
+def wait_condition(
+    cluster: Cluster, namespace: str, name: str, kind: str, want: tuple[str, str], timeout: float
+) -> None:
+    wait_for(
+        lambda: condition(ais(cluster, namespace, name), kind) == want,
+        timeout=timeout,
+        message=f"{name} condition {kind}={want}",
+    )
