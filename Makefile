@@ -4,6 +4,8 @@ venv:
 	bash hack/venv.sh
 test:
 	bash hack/test.sh
+demo: venv
+	.venv/bin/python hack/demo.py $(DEMO_ARGS)
 lint: venv
 	.venv/bin/ruff check operator tests bench
 	.venv/bin/mypy

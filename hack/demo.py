@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""`make demo`: the operator doing what it exists for, locally, with no NPU and no Docker.
+
+1. build (or reuse) the control plane and start it with one fake Atlas 800 A2 node;
+2. install the CRD and RBAC from the Helm chart and run the operator;
+3. apply examples/dsv4-flash.yaml unchanged except the image (the simulator stands in for the engine);
+4. run the engine simulator for the pod on its 127.x IP with the pod's rendered args (`aisctl sim attach`);
+5. show `kubectl get ais` going from Progressing to Ready with live tokens/s and KV usage under load;
+6. inject the seed's 512K stall: the detector's finding, the roll and its reason, Ready again;
+7. print a timeline and stop every process it started (`--keep` leaves everything running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.cluster import Cluster, build_tools, existing_cluster, start_local, stop_local, wait_for  # noqa: E402
+
+NAMESPACE = "ascend-demo"
+NAME = "dsv4-flash"
+SIM_IMAGE = "ascend-inference-operator:dev"  # the operator image carries the simulator as `vllm`
+CHART = ROOT / "charts" / "ascend-inference-operator"
+
+
+class Demo:
+    """Steps with a timeline."""
+
+    def __init__(self, *, workdir: Path) -> None:
+        self.start = time.monotonic()
+        self.timeline: list[tuple[float, str]] = []
+        self.workdir = workdir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def step(self, text: str) -> None:
+        elapsed = time.monotonic() - self.start
+        self.timeline.append((elapsed, text))
+        print(f"[{elapsed:6.1f}s] {text}", flush=True)
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ascend_operator.cli.main", *args], env={**os.environ, **env}, stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def ais(cluster: Cluster) -> dict[str, Any]:
+    result: dict[str, Any] = cluster.get_json("ais", NAME, "-n", NAMESPACE)
+    return result
+
+
+def ready_reason(body: dict[str, Any]) -> str:
+    conds = (body.get("status") or {}).get("conditions") or []
+    return next((f"{c['status']}/{c['reason']}" for c in conds if c["type"] == "Ready"), "-")
+
+
+def engine_pod(cluster: Cluster) -> dict[str, Any] | None:
+    items = cluster.get_json("pods", "-n", NAMESPACE, "-l", f"inference.ascend.dev/service={NAME}")["items"]
+    live = [p for p in items if not p["metadata"].get("deletionTimestamp") and p["status"].get("podIP")]
+    return live[0] if live else None
+
+
+def install(cluster: Cluster, bindir: Path) -> str:
+    """CRD and RBAC through the chart when helm and the chart are there, else the CRD from crds/."""
+    helm = bindir / "helm"
+    if helm.exists() and (CHART / "Chart.yaml").exists():
+        subprocess.run(
+            [str(helm), "upgrade", "--install", "ascend-operator", str(CHART), "--namespace", "ascend-system",
+             "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--set", "operator.replicas=0",
+             "--wait", "--timeout", "120s"],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        return "helm chart (CRD, RBAC; the operator runs locally)"
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    return "CRD from crds/ (chart not found)"
+
+
+async def load(base: str, model: str, *, seconds: float, concurrency: int) -> int:
+    """A short closed-loop load: `concurrency` clients sending 1K-token prompts for 128 tokens."""
+    done = 0
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession() as session:
+
+        async def client(i: int) -> None:
+            nonlocal done
+            while time.monotonic() < deadline:
+                body = {"model": model, "prompt": f"demo {i} {done}", "sim_prompt_tokens": 1024, "max_tokens": 128,
+                        "ignore_eos": True}  # fmt: skip
+                async with session.post(f"{base}/v1/completions", json=body) as resp:
+                    await resp.read()
+                done += 1
+
+        await asyncio.gather(*(client(i) for i in range(concurrency)))
+    return done
+
+
+async def stall(base: str, model: str) -> None:
+    """The seed's 512K failure: stall once KV passes 97.5%, then a 512K-token request."""
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{base}/sim/faults", json={"fault": "stall-at-kv", "threshold": 0.975}) as resp:
+            resp.raise_for_status()
+        body = {"model": model, "prompt": "long context", "sim_prompt_tokens": 524_288, "max_tokens": 16}
+        try:
+            async with session.post(f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=600)):
+                pass
+        except (aiohttp.ClientError, TimeoutError):
+            pass  # the engine is recreated under it
+
+
+def show(cluster: Cluster) -> None:
+    print(
+        "         " + cluster.kubectl("get", "ais", "-n", NAMESPACE).replace("\n", "\n         ").rstrip(), flush=True
+    )
+
+
+def run(args: argparse.Namespace, demo: Demo) -> int:
+    demo.step("building or reusing the control plane (etcd, kube-apiserver, scheduler, controller-manager, KWOK)")
+    bindir = build_tools()
+    if args.kubeconfig:
+        cluster = existing_cluster(Path(args.kubeconfig))
+    else:
+        cluster = start_local(demo.workdir / "cluster", nodes=1)
+    demo.step(f"control plane up; nodes: {', '.join(cluster.node_names())}")
+    try:
+        return scenario(args, demo, cluster, bindir)
+    finally:
+        if not args.keep:
+            try:
+                cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=true", "--timeout=120s", check=False)
+            finally:
+                demo.stop_all()
+                if cluster.state_dir is not None:
+                    left = stop_local(cluster)
+                    demo.step("stopped every process" + (f" except {left}" if left else ""))
+        else:
+            print(f"kept running; use: export KUBECONFIG={cluster.kubeconfig}", flush=True)
+
+
+def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Path) -> int:
+    demo.step("installed " + install(cluster, bindir))
+    env = {"KUBECONFIG": str(cluster.kubeconfig)}
+    demo.spawn("operator", ["operator", "--namespace", NAMESPACE, "--liveness", "http://127.0.0.1:18079/healthz",
+                            "--resync-seconds", "5"], env)  # fmt: skip
+    sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
+    demo.spawn("simulators", ["sim", "attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env)
+    demo.step(f"operator and simulator attach running (logs in {demo.workdir})")
+    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
+    body = yaml.safe_load((ROOT / "examples" / "dsv4-flash.yaml").read_text())
+    body["spec"]["image"] = SIM_IMAGE
+    cluster.apply(body, namespace=NAMESPACE)
+    demo.step("applied examples/dsv4-flash.yaml (image -> simulator)")
+    show(cluster)
+    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=240, interval=2,
+             message="Ready")  # fmt: skip
+    pod = engine_pod(cluster)
+    assert pod is not None
+    demo.step(f"Ready: pod {pod['metadata']['name']} on {pod['spec']['nodeName']} at {pod['status']['podIP']}; "
+              "the canary passed and the engine runs the asked config")  # fmt: skip
+    show(cluster)
+    base = f"http://{pod['status']['podIP']}:8000"
+    model = body["spec"]["model"]["servedName"]
+    done = asyncio.run(load(base, model, seconds=args.load_seconds, concurrency=8))
+    demo.step(f"load: {done} requests at C8 for {args.load_seconds:.0f}s")
+    show(cluster)
+    first_uid = pod["metadata"]["uid"]
+    demo.step("injecting the seed's 512K stall (forward progress stops at 97.5% KV, /health stays 200)")
+    # the 512K request runs until its engine is recreated under it
+    threading.Thread(target=lambda: asyncio.run(stall(base, model)), daemon=True).start()
+    degraded = wait_for(
+        lambda: next((c for c in (ais(cluster).get("status") or {}).get("conditions") or []
+                      if c["type"] == "Degraded" and c["reason"] == "Stalled"), None)
+        or (ais(cluster).get("status") or {}).get("lastRoll"),
+        timeout=180, interval=1, message="the stall finding",
+    )  # fmt: skip
+    demo.step(f"detector: {degraded.get('message', degraded)}")
+    roll = wait_for(lambda: (ais(cluster).get("status") or {}).get("lastRoll"), timeout=120, interval=1,
+                    message="the roll")  # fmt: skip
+    demo.step(f"rolled {roll['pod']}: reason {roll['reason']}")
+    wait_for(lambda: (p := engine_pod(cluster)) is not None and p["metadata"]["uid"] != first_uid, timeout=120,
+             message="the replacement pod")  # fmt: skip
+    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=240, interval=2,
+             message="Ready again")  # fmt: skip
+    demo.step("Ready again on a fresh engine")
+    show(cluster)
+    events = cluster.get_json("events", "-n", NAMESPACE)["items"]
+    for e in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
+        if e.get("involvedObject", {}).get("kind") == "AscendInferenceService":
+            print(f"         event {e['type']:7s} {e['reason']:18s} {e['message'][:110]}", flush=True)
+    summary = {"timeline": [{"seconds": round(t, 1), "step": s} for t, s in demo.timeline], "roll": roll}
+    (demo.workdir / "timeline.json").write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", action="store_true", help="leave the cluster, operator and simulators running")
+    parser.add_argument("--kubeconfig", help="use this cluster instead of starting one")
+    parser.add_argument("--time-scale", type=float, default=30.0, help="simulator engine seconds per wall second")
+    parser.add_argument("--load-seconds", type=float, default=20.0, help="length of the load phase")
+    parser.add_argument("--workdir", help="where logs and timeline.json go (default: a new temp dir)")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ascend-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    demo = Demo(workdir=workdir)
+    try:
+        code = run(args, demo)
+    except Exception as exc:  # show what failed, then still stop everything (run's finally did)
+        demo.step(f"FAILED: {exc}")
+        code = 1
+    print("\ntimeline:")
+    for t, text in demo.timeline:
+        print(f"  {t:6.1f}s  {text}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
