@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes control plane the e2e suite runs on: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, KWOK and Helm, from upstream Go modules.
+#
+# Why build instead of download: this machine reaches only the Go module proxy (no release tarballs,
+# no container images), and Debian's etcd 3.4 is too old for current API servers. Each tool goes to
+# ${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator/tools/<tool>-<version>/ with a stamp file, so a warm
+# run only checks the stamps; the Go module and build caches are the user's ordinary ones and are
+# reused across versions.
+#
+# Usage: hack/build-k8s.sh            build what is missing; the LAST stdout line is the bin directory
+#                                     (symlinks to every tool), progress goes to stderr.
+# Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION.
+set -euo pipefail
+
+# v1.37.2 is the newest k8s.io/kubernetes release on the proxy; its go.mod says `go 1.26.0`, which the
+# installed Go 1.26 satisfies (GOTOOLCHAIN=local forbids fetching a newer toolchain).
+K8S_VERSION="${AIS_K8S_VERSION:-v1.37.2}"
+ETCD_VERSION="${AIS_ETCD_VERSION:-v3.6.16}"
+KWOK_VERSION="${AIS_KWOK_VERSION:-v0.8.0}"
+HELM_VERSION="${AIS_HELM_VERSION:-v3.22.0}"
+
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator"
+tools="$cache/tools"
+mkdir -p "$tools"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
+
+log() { echo "build-k8s: $*" >&2; }
+now() { date +%s; }
+
+# One build at a time per cache: a second invocation (another test session, `hack/local-cluster up`)
+# waits here and then finds the stamps.
+exec 9>"$tools/.lock"
+if ! flock -n 9; then
+  log "another build holds $tools/.lock; waiting"
+  flock 9
+fi
+ticker_pid=""
+trap '[[ -n "$ticker_pid" ]] && kill "$ticker_pid" 2>/dev/null; true' EXIT
+
+# `go build` is silent while it compiles: say every minute that it is still at work. The ticker drops the
+# lock fd and takes its sleep down with it when killed, so it leaves no process behind.
+tick() {
+  exec 9>&-
+  local what="$1" t0="$2" s=""
+  trap '[[ -n "$s" ]] && kill "$s" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep 60 &
+    s=$!
+    wait "$s"
+    log "$what: still building, $((($(now) - t0) / 60)) min so far"
+  done
+}
+
+# build_once NAME VERSION FUNCTION: runs FUNCTION OUT_DIR unless OUT_DIR/.done exists. The build goes to
+# a temporary sibling directory renamed into place, so an interrupted build never leaves a stamped
+# half-tree behind.
+build_once() {
+  local name="$1" version="$2" fn="$3"
+  local out="$tools/$name-$version"
+  if [[ -f "$out/.done" ]]; then
+    log "$name $version: cached in $out"
+    return
+  fi
+  local tmp="$out.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp/bin"
+  local t0
+  t0="$(now)"
+  log "$name $version: building (cold builds take minutes on 2 cores)"
+  tick "$name $version" "$t0" >&2 &
+  ticker_pid=$!
+  "$fn" "$tmp" "$version"
+  kill "$ticker_pid" 2>/dev/null || true
+  wait "$ticker_pid" 2>/dev/null || true
+  ticker_pid=""
+  rm -rf "$out"
+  mv -T "$tmp" "$out"
+  touch "$out/.done"
+  log "$name $version: built in $(($(now) - t0))s"
+}
+
+# etcd: the server module has no main package of its own that `go install` can pin, so a two-line
+# wrapper module calls etcdmain.Main, which is what etcd's own binary does.
+build_etcd() {
+  local out="$1" version="$2"
+  mkdir -p "$out/src"
+  cat >"$out/src/go.mod" <<EOF
+module ais.invalid/etcdbuild
+
+go 1.26.0
+
+require go.etcd.io/etcd/server/v3 $version
+EOF
+  cat >"$out/src/main.go" <<'EOF'
+// Command etcd is etcd's own entry point, built from the server module.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+  (cd "$out/src" && log "etcd: resolving modules" && go mod tidy && log "etcd: compiling" &&
+    go build -trimpath -ldflags "-s -w" -o "$out/bin/etcd" .)
+}
+
+# Kubernetes: k8s.io/kubernetes replaces every staging module (k8s.io/api, client-go, ...) with a
+# ./staging path, and replace directives of a dependency are ignored, so the wrapper go.mod repeats them
+# pointing at the published v0.X.Y tags. The list comes from the release's own go.mod: every module
+# that it both replaces and requires at v0.0.0.
+build_kubernetes() {
+  local out="$1" version="$2"
+  local minor="${version#v1.}"
+  minor="${minor%%.*}"
+  local staging_version="v0.${version#v1.}"
+  mkdir -p "$out/src"
+  log "kubernetes: reading $version's go.mod"
+  local gomod
+  gomod="$(cd "$out/src" && go mod download -json "k8s.io/kubernetes@$version" |
+    sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  local mods
+  mods="$(awk '/^replace \(/{r=1; next} r && /^\)/{r=0} r && $2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$gomod" |
+    while read -r m; do grep -qE "^[[:space:]]+$m v0\.0\.0" "$gomod" && echo "$m"; done)"
+  {
+    printf 'module ais.invalid/k8sbuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\n' "$version"
+    printf 'tool (\n'
+    printf '\tk8s.io/kubernetes/cmd/%s\n' kube-apiserver kube-controller-manager kube-scheduler kubectl
+    printf ')\n\nreplace (\n'
+    for m in $mods; do printf '\t%s => %s %s\n' "$m" "$m" "$staging_version"; done
+    printf ')\n'
+  } >"$out/src/go.mod"
+  log "kubernetes: $(echo "$mods" | wc -w) staging modules pinned to $staging_version; resolving modules"
+  (cd "$out/src" && go mod tidy)
+  local x=() p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    x+=("-X $p.gitVersion=$version" "-X $p.gitMajor=1" "-X $p.gitMinor=$minor"
+      "-X $p.gitTreeState=clean" "-X $p.buildDate=1970-01-01T00:00:00Z")
+  done
+  log "kubernetes: compiling kube-apiserver, kube-controller-manager, kube-scheduler, kubectl in one go build"
+  (cd "$out/src" && go build -trimpath -ldflags "-s -w ${x[*]}" -o "$out/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_kwok() {
+  local out="$1" version="$2"
+  GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" "sigs.k8s.io/kwok/cmd/kwok@$version"
+}
+
+# Helm reports its own version from internal/version and the Kubernetes version it assumes (for
+# `.Capabilities` without a cluster) from chartutil/lint; its Makefile sets both, so do we.
+build_helm() {
+  local out="$1" version="$2"
+  local gomod client_go kmajor kminor
+  gomod="$(cd "$out" && go mod download -json "helm.sh/helm/v3@$version" |
+    sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  client_go="$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod")"
+  kmajor=1
+  kminor="$(echo "$client_go" | cut -d. -f2)"
+  GOBIN="$out/bin" go install -trimpath -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$version \
+    -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$kmajor \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$kminor \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$kmajor \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor" "helm.sh/helm/v3/cmd/helm@$version"
+}
+
+t_start="$(now)"
+log "go $(go env GOVERSION), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
+build_once kubernetes "$K8S_VERSION" build_kubernetes
+build_once etcd "$ETCD_VERSION" build_etcd
+build_once kwok "$KWOK_VERSION" build_kwok
+build_once helm "$HELM_VERSION" build_helm
+
+bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
+mkdir -p "$bindir"
+for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION"; do
+  for f in "$tools/$pair"/bin/*; do ln -sfn "$f" "$bindir/$(basename "$f")"; done
+done
+log "all tools ready in $(($(now) - t_start))s"
+echo "$bindir"
