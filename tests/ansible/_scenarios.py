@@ -1,0 +1,153 @@
+"""The playbook scenarios the Ansible tests assert on, each on its own freshly booted stand-in node.
+
+Why this exists: a scenario (boot a node, run site.yml once or several times, capture what the node
+looked like in between) takes tens of seconds to minutes under qemu, so the tests start all of them up
+front on a worker pool and then only assert on the captured results. Each function here is one scenario;
+nothing is shared between them except the read-only cached roots.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.ansible._node import Node, start_node
+from tests.ansible._runner import STANDIN_NODE_VARS, Run, run_playbook
+from tests.ansible._standin import STANDIN_DIR, Versions, inventory_vars, write_packages
+
+V1 = Versions(driver="25.5.0", firmware="7.8.0.2.212")
+V2 = Versions(driver="25.5.1", firmware="7.8.0.5.216")
+CONTAINERD_CONFIG = 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "runc"\n'
+
+
+@dataclass
+class Outcome:
+    """What one scenario observed."""
+
+    runs: list[Run] = field(default_factory=list)
+    logs: list[list[dict[str, str]]] = field(default_factory=list)  # install log after each run
+    written: list[list[str]] = field(default_factory=list)  # files changed on the node after each run
+    files: dict[str, str | None] = field(default_factory=dict)  # selected node files after the last run
+    kubectl_calls: list[list[str]] = field(default_factory=list)
+
+
+@contextmanager
+def booted(lower: Path, workdir: Path, key: Path, **kwargs: Any) -> Iterator[Node]:
+    node = start_node(lower=lower, workdir=workdir, key=key, **kwargs)
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@contextmanager
+def http_server(directory: Path) -> Iterator[str]:
+    """Serve `directory` on 127.0.0.1 (the node shares this machine's network) for URL-sourced packages."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/packages"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def group_vars(versions: Versions, packages: Path, **overrides: Any) -> dict[str, Any]:
+    sums = write_packages(packages, versions)
+    values: dict[str, Any] = dict(STANDIN_NODE_VARS)
+    values.update(inventory_vars(versions, sums))
+    values.update(
+        driver_package_local_dir=str(packages),
+        cann_package_local_dir=str(packages),
+        runtime_package_local_dir=str(packages),
+        runtime_mode="device-plugin-mounts",
+    )
+    values.update(overrides)
+    return values
+
+
+def _record(outcome: Outcome, node: Node, run: Run) -> None:
+    outcome.runs.append(run)
+    outcome.logs.append(node.install_log())
+    outcome.written.append(node.written())
+
+
+def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
+    """Install, rerun, then --check --diff; Ascend Docker Runtime mode and kubectl labelling on."""
+    cluster = tmp / "cluster.json"
+    cluster.write_text(json.dumps({"nodes": {"atlas-standin": {"kubernetes.io/arch": "arm64"}}}))
+    values = group_vars(
+        V1,
+        tmp / "packages",
+        runtime_mode="ascend-docker-runtime",
+        # The stand-in node has a containerd configuration but no containerd service to restart.
+        runtime_restart_containerd=False,
+        labels_apply=True,
+        labels_kubectl=str(STANDIN_DIR / "kubectl"),
+        labels_kubeconfig=str(cluster),
+        labels_node_name="atlas-standin",
+    )
+    outcome = Outcome()
+    extra = {"/etc/containerd/config.toml": CONTAINERD_CONFIG}
+    with booted(lower, tmp / "node", key, extra_files=extra) as node:
+        for check in (False, False, True):
+            run = run_playbook(node, tmp=tmp / "ansible", group_vars=values, check=check, diff=check)
+            _record(outcome, node, run)
+        for path in (
+            "/etc/profile.d/ascend-cann.sh",
+            "/etc/containerd/config.toml",
+            "/etc/ascend_install.info",
+            "/usr/local/Ascend/driver/version.info",
+        ):
+            outcome.files[path] = node.read(path) if node.exists(path) else None
+    outcome.kubectl_calls = json.loads(cluster.read_text())["calls"]
+    return outcome
+
+
+def check_on_fresh_node(*, lower: Path, tmp: Path, key: Path) -> Outcome:
+    """--check --diff on a bare node: everything is planned, nothing is written."""
+    outcome = Outcome()
+    with booted(lower, tmp / "node", key) as node:
+        run = run_playbook(
+            node, tmp=tmp / "ansible", group_vars=group_vars(V1, tmp / "packages"), check=True, diff=True
+        )
+        _record(outcome, node, run)
+    return outcome
+
+
+def upgrade(*, lower: Path, tmp: Path, key: Path) -> Outcome:
+    """Install V1 from a controller directory, then V2 downloaded from a URL: the upgrade order."""
+    outcome = Outcome()
+    with booted(lower, tmp / "node", key) as node:
+        run = run_playbook(node, tmp=tmp / "ansible", group_vars=group_vars(V1, tmp / "v1"))
+        _record(outcome, node, run)
+        served = tmp / "www" / "packages"
+        values = group_vars(V2, served, driver_package_source="url", cann_package_source="url")
+        with http_server(served.parent) as url:
+            values.update(driver_package_base_url=url, cann_package_base_url=url)
+            run = run_playbook(node, tmp=tmp / "ansible", group_vars=values)
+        _record(outcome, node, run)
+    return outcome
+
+
+def single_run(*, lower: Path, tmp: Path, key: Path, node_kwargs: dict[str, Any], **overrides: Any) -> Outcome:
+    """One run of site.yml on a node booted with `node_kwargs` and inventory `overrides`."""
+    outcome = Outcome()
+    with booted(lower, tmp / "node", key, **node_kwargs) as node:
+        run = run_playbook(node, tmp=tmp / "ansible", group_vars=group_vars(V1, tmp / "packages", **overrides))
+        _record(outcome, node, run)
+    return outcome
+
+
+def cleanup(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)

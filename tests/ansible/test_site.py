@@ -1,0 +1,200 @@
+"""site.yml against stand-in Atlas 800 A2 nodes: vendor install order, idempotency, check mode, preflight
+failures, upgrades, reboots only through the handler, and verification of the chips.
+
+The nodes are arm64 Debian roots executed under qemu-user, so `uname -m` really is aarch64, and an amd64
+root of the same suite is the x86_64 node preflight must refuse (see playbooks/README.md, "Tests").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ansible import _scenarios as sc
+
+pytestmark = [pytest.mark.ansible, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    roots: dict[str, Path],
+    ssh_key: Path,
+    scenario_pool: Callable[..., Future[Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Future[sc.Outcome]]:
+    """Start every scenario now (longest first); each test waits only for the one it asserts on."""
+    arm, amd = roots["arm64"], roots["amd64"]
+
+    def start(name: str, func: Callable[..., sc.Outcome], lower: Path, **kwargs: Any) -> None:
+        futures[name] = scenario_pool(func, lower=lower, tmp=tmp_path_factory.mktemp(name), key=ssh_key, **kwargs)
+
+    futures: dict[str, Future[sc.Outcome]] = {}
+    start("first_install", sc.first_install, arm)
+    start("upgrade", sc.upgrade, arm)
+    start("sick_chip", sc.single_run, arm, node_kwargs={"health": ["OK"] * 5 + ["Alarm"] + ["OK"] * 2})
+    start("check_fresh", sc.check_on_fresh_node, arm)
+    start("x86_64", sc.single_run, amd, node_kwargs={})
+    start("npus_missing", sc.single_run, arm, node_kwargs={"npu_count": 6})
+    start("unsupported_os", sc.single_run, arm, node_kwargs={}, preflight_supported_os=[])
+    start("bad_checksum", sc.single_run, arm, node_kwargs={}, driver_package_sha256="0" * 64)
+    return futures
+
+
+def result(outcomes: dict[str, Future[sc.Outcome]], name: str) -> sc.Outcome:
+    return outcomes[name].result(timeout=1800)
+
+
+def order(log: list[dict[str, str]]) -> list[str]:
+    return [entry["package"] for entry in log]
+
+
+def test_first_run_installs_in_the_vendors_order(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    first = out.runs[0]
+    assert first.rc == 0, first.output[-5000:]
+    # First installation: driver before firmware (NPU driver and firmware installation guide), then
+    # CANN toolkit, 910B ops and NNAL, then the Ascend Docker Runtime.
+    assert order(out.logs[0]) == ["driver", "firmware", "toolkit", "910b-ops", "nnal", "docker-runtime"]
+    driver, firmware = out.logs[0][0], out.logs[0][1]
+    assert (driver["action"], driver["for_all"]) == ("full", "yes")
+    assert firmware["action"] == "full"
+    # NNAL and the ops package were installed with the toolkit's environment sourced.
+    assert out.logs[0][3]["ascend_home"] == out.logs[0][4]["ascend_home"] == "/usr/local/Ascend/cann"
+    assert first.recap["changed"] > 0
+    assert first.recap["failed"] == 0
+
+
+def test_first_run_leaves_a_node_the_operator_can_use(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    assert "8 healthy 910B, driver 25.5.0, firmware 7.8.0.2.212" in out.runs[0].output
+    profile = out.files["/etc/profile.d/ascend-cann.sh"] or ""
+    assert "/usr/local/Ascend/cann/set_env.sh" in profile
+    assert "/usr/local/Ascend/nnal/atb/set_env.sh" in profile
+    assert "/usr/local/Ascend/Ascend-Docker-Runtime/ascend-docker-runtime" in (
+        out.files["/etc/containerd/config.toml"] or ""
+    )
+    assert "Driver_Install_For_All=yes" in (out.files["/etc/ascend_install.info"] or "")
+    assert "var/log/mindx-dl/devicePlugin" in out.written[0]
+    assert "home/HwHiAiUser" in out.written[0]
+
+
+def test_second_run_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    second = out.runs[1]
+    assert second.rc == 0, second.output[-5000:]
+    assert second.recap["changed"] == 0, second.output[-5000:]
+    assert out.logs[1] == out.logs[0], "an installer ran again"
+    assert out.written[1] == out.written[0], "the rerun wrote files"
+
+
+def test_check_diff_on_an_installed_node_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    check = out.runs[2]
+    assert check.rc == 0, check.output[-5000:]
+    assert check.recap["changed"] == 0, check.output[-5000:]
+    assert out.logs[2] == out.logs[0]
+    assert out.written[2] == out.written[0]
+
+
+def test_check_diff_on_a_bare_node_plans_but_writes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "check_fresh")
+    run = out.runs[0]
+    assert run.rc == 0, run.output[-5000:]
+    assert "steps in first-install order: driver then firmware" in run.output
+    assert "CANN 9.0.1: install toolkit, 910b-ops, nnal" in run.output
+    assert run.recap["changed"] > 0  # the user, directories and profile script it would create
+    assert out.logs[0] == []
+    assert out.written[0] == []
+
+
+def test_labels_are_applied_once_with_kubectl(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    labels = [call for call in out.kubectl_calls if call[0] == "label"]
+    assert labels == [
+        [
+            "label",
+            "node",
+            "atlas-standin",
+            "--overwrite",
+            "accelerator=huawei-Ascend910",
+            "host-arch=huawei-arm",
+            "accelerator-type=module-910b-8",
+        ]
+    ]
+    reads = [call for call in out.kubectl_calls if call[0] == "get"]
+    assert len(reads) == 3  # every run reads, only the first writes
+
+
+def test_reboot_is_requested_only_through_the_handler(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    first, second = out.runs[0], out.runs[1]
+    assert first.task_lines("RUNNING HANDLER [driver : Ask the administrator for the reboot]")
+    assert "REBOOT REQUIRED on standin" in first.output
+    # Not allowed by default, so the rebooting handler is skipped, and nothing else reboots.
+    reboot = first.output.split("RUNNING HANDLER [driver : Reboot so the new NPU driver and firmware take effect]")
+    assert len(reboot) == 2
+    assert reboot[1].lstrip("* \n").startswith("skipping")
+    assert "REBOOT REQUIRED" not in second.output
+    assert not second.task_lines("RUNNING HANDLER")
+
+
+def test_version_mismatch_upgrades_firmware_before_driver(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "upgrade")
+    assert out.runs[0].rc == 0, out.runs[0].output[-5000:]
+    assert out.runs[1].rc == 0, out.runs[1].output[-5000:]
+    new = out.logs[1][len(out.logs[0]) :]
+    assert [(e["package"], e["version"]) for e in new] == [("firmware", "7.8.0.5.216"), ("driver", "25.5.1")]
+    assert "steps in upgrade order: firmware then driver" in out.runs[1].output
+    assert "8 healthy 910B, driver 25.5.1, firmware 7.8.0.5.216" in out.runs[1].output
+    assert "REBOOT REQUIRED on standin" in out.runs[1].output
+    # The packages came from the URL and were checked, staged and removed again.
+    assert "TASK [stage_package : Download a package onto the node]" in out.runs[1].output
+    assert not [p for p in out.written[1] if p.startswith("var/cache/ascend-node-prep/")]
+
+
+def test_preflight_refuses_x86_64(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "x86_64")
+    run = out.runs[0]
+    assert run.rc != 0
+    assert "reports architecture x86_64" in run.output
+    assert "built for aarch64" in run.output
+    assert out.logs[0] == []
+    assert out.written[0] == []
+
+
+def test_preflight_refuses_missing_npus(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "npus_missing")
+    run = out.runs[0]
+    assert run.rc != 0
+    assert "Found 6 Ascend 910B device(s) (PCI 19e5:d802) on standin, expected 8" in run.output
+    assert out.logs[0] == []
+    assert out.written[0] == []
+
+
+def test_preflight_refuses_an_unsupported_os(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "unsupported_os")
+    run = out.runs[0]
+    assert run.rc != 0
+    assert "runs Debian 12" in run.output
+    assert "not in preflight_supported_os" in run.output
+    assert out.logs[0] == []
+
+
+def test_checksum_mismatch_stops_before_any_installer(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "bad_checksum")
+    run = out.runs[0]
+    assert run.rc != 0
+    assert "expected 0000000000000000000000000000000000000000000000000000000000000000" in run.output
+    assert out.logs[0] == []
+
+
+def test_verify_fails_on_an_unhealthy_chip(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "sick_chip")
+    run = out.runs[0]
+    assert run.rc != 0
+    assert "shows 8 910B chip(s), 7 healthy; expected 8 with Health OK" in run.output
+    assert "5:910B4:Alarm" in run.output
