@@ -14,17 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
-from tests.e2e.operator_fixtures import (  # noqa: F401  (fixtures)
+from tests.e2e.operator_fixtures import (
     Proc,
     ais,
     condition,
-    crd,
     events,
     example,
     label_nodes,
-    operator,
     pods,
-    simulators,
     start_operator,
     wait_condition,
 )

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ascend_operator.health import probe
-from tests.sim.conftest import MODEL, SimFactory, base_args, sim  # noqa: F401  (the fixture)
+from tests.sim.conftest import MODEL, SimFactory, base_args, sim  # noqa: F401  (a fixture of tests/sim)
 
 PROBE = Path(probe.__file__)
 

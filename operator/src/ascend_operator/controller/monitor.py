@@ -220,5 +220,6 @@ async def health_pass(
         verdicts[pod.uid] = verdict
         await _set_gate(mon, state, pod, namespace, verdict)
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
-    memory.overrides = _overrides(live, verdicts) or refused
+    # a refused roll says most: what was found, on which pod, and which rule held it back
+    memory.overrides = refused or _overrides(live, verdicts)
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

@@ -1,0 +1,262 @@
+"""Issue 5 end to end: canary readiness, config check, stall and drift rolls, against simulated engines.
+
+Each test runs its own `aisctl sim attach` for its namespace, so a test can start its engines with a
+fault (slow start, dropped args) without touching other tests. Health windows are shortened through
+`spec.health`, exactly as a user would tune them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.operator_fixtures import (
+    SIM_TIME_SCALE,
+    Proc,
+    ais,
+    condition,
+    events,
+    example,
+    label_nodes,
+    pods,
+    start,
+)
+
+AddNodes = Callable[[int], list[str]]
+FAST = {
+    "startupGraceSeconds": 600,
+    "scrapeIntervalSeconds": 1,
+    "canary": {"periodSeconds": 2, "timeoutSeconds": 5},
+    "stall": {"windowSeconds": 6},
+    "rolls": {"maxPerHour": 3, "cooldownSeconds": 0},
+}
+
+
+@pytest.fixture
+def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    """`attach(**env)` starts `aisctl sim attach` for this test's namespace with extra AIS_SIM_* env."""
+    started: list[Proc] = []
+
+    def run(**env: str) -> Proc:
+        proc = start(
+            ["sim", "attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+            log=tmp_path / "attach.log",
+            env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:
+        proc.stop()
+
+
+def live_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    items = [p for p in pods(cluster, namespace, name) if not p["metadata"].get("deletionTimestamp")]
+    ready = [p for p in items if p["status"].get("podIP")]
+    return ready[0] if ready else None
+
+
+def gate(pod: dict[str, Any]) -> str | None:
+    for cond in pod["status"].get("conditions") or []:
+        if cond["type"] == "inference.ascend.dev/engine-ready":
+            return f"{cond['status']}/{cond['reason']}"
+    return None
+
+
+def post(base: str, path: str, body: dict[str, Any]) -> None:
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session, session.post(base + path, json=body) as resp:
+            resp.raise_for_status()
+
+    asyncio.run(go())
+
+
+def background_requests(base: str, body: dict[str, Any], *, clients: int, stop: threading.Event) -> threading.Thread:
+    """Closed-loop clients until `stop` is set (or the engine goes away)."""
+
+    async def go() -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
+            async def one() -> None:
+                while not stop.is_set():
+                    try:
+                        async with session.post(base + "/v1/completions", json=body) as resp:
+                            await resp.read()
+                    except (aiohttp.ClientError, TimeoutError):
+                        await asyncio.sleep(0.5)
+
+            await asyncio.gather(*(one() for _ in range(clients)))
+
+    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
+    thread.start()
+    return thread
+
+
+def ready(cluster: Cluster, namespace: str, name: str) -> bool:
+    return condition(ais(cluster, namespace, name), "Ready") == ("True", "AllReplicasReady")
+
+
+def test_ready_only_after_the_canary_passes(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach(AIS_SIM_LOAD_SECONDS="450")  # 15 s of "loading 292 GB": port bound, no answer
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    pod = wait_for(lambda: live_pod(cluster, namespace, "svc"), timeout=60, message="a running pod")
+    wait_for(lambda: gate(live_pod(cluster, namespace, "svc") or pod) is not None, timeout=30, message="gate set")
+    assert gate(live_pod(cluster, namespace, "svc") or pod) == "False/EngineNotAnswering"
+    assert not ready(cluster, namespace, "svc")
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready after the load")
+    assert gate(live_pod(cluster, namespace, "svc") or pod) == "True/CanaryPassing"
+
+
+def test_engine_ignoring_its_speculative_config_is_a_config_mismatch(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach(AIS_SIM_DROP_ARGS="--speculative-config")  # the seed's truncated shell line
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(
+        lambda: condition(ais(cluster, namespace, "svc"), "Degraded") == ("True", "ConfigMismatch"),
+        timeout=90,
+        message="ConfigMismatch",
+    )
+    degraded = next(c for c in ais(cluster, namespace, "svc")["status"]["conditions"] if c["type"] == "Degraded")
+    assert "speculative: expected 7 draft tokens, engine reports off" in degraded["message"]
+    assert events(cluster, namespace, "ConfigMismatch")
+    pod = live_pod(cluster, namespace, "svc")
+    assert pod is not None
+    assert gate(pod) == "False/ConfigMismatch"
+    assert not ready(cluster, namespace, "svc")
+
+
+def _stall(cluster: Cluster, namespace: str) -> tuple[str, threading.Event]:
+    pod = live_pod(cluster, namespace, "svc")
+    assert pod is not None
+    base = f"http://{pod['status']['podIP']}:8000"
+    post(base, "/sim/faults", {"fault": "stall-at-kv", "threshold": 0.975})
+    stop = threading.Event()
+    body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": 524_288, "max_tokens": 8}
+    background_requests(base, body, clients=1, stop=stop)
+    return pod["metadata"]["uid"], stop
+
+
+def test_stall_is_rolled_exactly_once_and_the_service_recovers(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    first, stop = _stall(cluster, namespace)
+    try:
+        roll = wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=90, message="roll")
+        assert roll["reason"] == "Stalled"
+        assert "no forward progress" in roll["message"]
+        stop.set()
+        wait_for(
+            lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != first,
+            timeout=90,
+            message="a new pod",
+        )
+        wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready again")
+        status = ais(cluster, namespace, "svc")["status"]
+        assert len(status["rolls"]) == 1
+        assert len(events(cluster, namespace, "Stalled")) == 1
+    finally:
+        stop.set()
+
+
+def test_repeated_stalls_hit_the_rate_limit(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach()
+    health = {**FAST, "rolls": {"maxPerHour": 1, "cooldownSeconds": 0}}
+    cluster.apply(example("svc", node_label=namespace, health=health), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    first, stop = _stall(cluster, namespace)
+    wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=90, message="first roll")
+    stop.set()
+    wait_for(
+        lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != first,
+        timeout=90,
+    )
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready again")
+    _, stop2 = _stall(cluster, namespace)
+    try:
+        wait_for(
+            lambda: condition(ais(cluster, namespace, "svc"), "Degraded") == ("True", "RollDeferred"),
+            timeout=90,
+            message="the refused roll reported",
+        )
+        status = ais(cluster, namespace, "svc")["status"]
+        degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+        assert "Stalled on svc-0" in degraded["message"]
+        assert "1 roll(s) in the last hour (max 1)" in degraded["message"]
+        assert len(status["rolls"]) == 1
+    finally:
+        stop2.set()
+
+
+def test_healthy_512k_prefill_is_not_rolled(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    pod = live_pod(cluster, namespace, "svc")
+    assert pod is not None
+    base = f"http://{pod['status']['podIP']}:8000"
+
+    async def long_request() -> dict[str, Any]:
+        body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": 524_288, "max_tokens": 16}
+        timeout = aiohttp.ClientTimeout(total=120)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(base + "/v1/completions", json=body) as resp,
+        ):
+            result: dict[str, Any] = await resp.json()
+            return result
+
+    result = asyncio.run(long_request())  # 148.76 engine-seconds of chunked prefill, ~5 s here
+    assert result["usage"]["prompt_tokens"] == 524_288
+    assert "lastRoll" not in ais(cluster, namespace, "svc")["status"]
+    assert (live_pod(cluster, namespace, "svc") or {}).get("metadata", {}).get("uid") == pod["metadata"]["uid"]
+
+
+def test_drift_is_rolled_when_another_replica_serves(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(2), namespace)
+    attach()
+    health = {
+        **FAST,
+        "drift": {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12},
+    }
+    cluster.apply(example("svc", node_label=namespace, replicas=2, health=health), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready")
+    target = next(p for p in pods(cluster, namespace, "svc") if p["metadata"]["name"] == "svc-0")
+    base = f"http://{target['status']['podIP']}:8000"
+    stop = threading.Event()
+    body = {"model": "deepseek-v4-flash", "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 100000,
+            "ignore_eos": True}  # fmt: skip
+    background_requests(base, body, clients=8, stop=stop)
+    try:
+        time.sleep(15)  # the baseline: busy windows at C8
+        post(base, "/sim/faults", {"fault": "drift", "fraction": 0.5, "period_s": 30})
+        roll = wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll")
+        assert roll["reason"] == "ThroughputDrift"
+        assert roll["pod"] == "svc-0"
+    finally:
+        stop.set()
