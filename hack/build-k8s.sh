@@ -35,6 +35,8 @@ if ! flock -n 9; then
   log "another build holds $tools/.lock; waiting"
   flock 9
 fi
+# Holding the lock, any temporary build directory is a leftover of an interrupted build.
+rm -rf "$tools"/*.tmp.*
 ticker_pid=""
 trap '[[ -n "$ticker_pid" ]] && kill "$ticker_pid" 2>/dev/null; true' EXIT
 
