@@ -36,6 +36,9 @@ EPHEMERAL = (
     "etc/ascend-standin",
     "usr/bin/lspci",
     "var/lib/sudo",
+    # Seeded by start_node itself.
+    "etc/hosts",
+    "etc/hostname",
 )
 
 
@@ -87,9 +90,10 @@ class Node:
     def exists(self, inside: str) -> bool:
         return self.path(inside) is not None
 
-    def written(self) -> list[str]:
-        """Files and directories the node's processes created or modified, minus connection noise."""
-        out = []
+    def written(self) -> dict[str, str]:
+        """What the node's processes created or modified, minus connection noise: path -> a signature
+        (modification time and size for files, link target for symlinks) so a rewrite shows up too."""
+        out: dict[str, str] = {}
         for dirpath, dirnames, filenames in os.walk(self.upper):
             rel_dir = os.path.relpath(dirpath, self.upper)
             for name in dirnames + filenames:
@@ -97,10 +101,16 @@ class Node:
                 if any(rel == e or rel.startswith(e + "/") for e in EPHEMERAL):
                     continue
                 full = Path(dirpath) / name
-                if full.is_dir() and not full.is_symlink() and (self.lower / rel).is_dir():
-                    continue  # a directory overlayfs copied up to hold a file listed on its own
-                out.append(rel)
-        return sorted(out)
+                if full.is_symlink():
+                    out[rel] = "-> " + os.readlink(full)
+                elif full.is_dir():
+                    if not (self.lower / rel).is_dir():
+                        out[rel] = "dir"
+                    # else: a directory overlayfs copied up to hold an entry listed on its own
+                else:
+                    st = full.lstat()
+                    out[rel] = f"{st.st_mtime_ns}:{st.st_size}"
+        return out
 
     def install_log(self) -> list[dict[str, str]]:
         """Entries the stand-in installers appended to the vendor's install log, oldest first."""

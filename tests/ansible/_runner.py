@@ -79,6 +79,17 @@ class Run:
         """Banner lines ("TASK [...]", "RUNNING HANDLER [...]") that start with `marker`."""
         return [line for line in self.output.splitlines() if line.startswith(marker)]
 
+    def statuses(self, banner: str) -> list[str]:
+        """For every banner starting with `banner`, the status of its first result line
+        ("ok", "changed", "skipping", "fatal", ...)."""
+        lines = self.output.splitlines()
+        found = []
+        for i, line in enumerate(lines):
+            if line.startswith(banner):
+                following = next((ln for ln in lines[i + 1 :] if ln.strip()), "")
+                found.append(following.split(":", 1)[0].strip())
+        return found
+
 
 def inventory(node: Node, group_vars: dict[str, Any]) -> dict[str, Any]:
     """Inventory document for one node (pure)."""

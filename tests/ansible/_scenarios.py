@@ -34,7 +34,7 @@ class Outcome:
 
     runs: list[Run] = field(default_factory=list)
     logs: list[list[dict[str, str]]] = field(default_factory=list)  # install log after each run
-    written: list[list[str]] = field(default_factory=list)  # files changed on the node after each run
+    written: list[dict[str, str]] = field(default_factory=list)  # node files written, after each run
     files: dict[str, str | None] = field(default_factory=dict)  # selected node files after the last run
     kubectl_calls: list[list[str]] = field(default_factory=list)
 
@@ -84,6 +84,7 @@ def _record(outcome: Outcome, node: Node, run: Run) -> None:
 
 def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
     """Install, rerun, then --check --diff; Ascend Docker Runtime mode and kubectl labelling on."""
+    tmp.mkdir(parents=True, exist_ok=True)
     cluster = tmp / "cluster.json"
     cluster.write_text(json.dumps({"nodes": {"atlas-standin": {"kubernetes.io/arch": "arm64"}}}))
     values = group_vars(
