@@ -1,0 +1,172 @@
+"""Handle on the Kubernetes cluster the e2e suite runs against, driven only through a kubeconfig.
+
+Why it exists: the same tests must run on the local control plane (hack/local-cluster: real etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, KWOK fake Atlas nodes) and on a kind cluster
+(hack/kind-e2e.sh). Everything a test needs (kubectl bound to the kubeconfig, adding and removing fake
+Atlas nodes, waiting for a condition) goes through this module, so no test knows which one it is on.
+The pytest fixtures in conftest.py are thin wrappers over these functions; `make demo` can use them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_CLUSTER = ROOT / "hack" / "local-cluster"
+BUILD_K8S = ROOT / "hack" / "build-k8s.sh"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """wait_for gave up; an AssertionError so pytest reports it as a test failure with the message."""
+
+
+def wait_for(predicate: Callable[[], T | None], *, timeout: float, interval: float = 0.5, message: str = "") -> T:
+    """Poll `predicate` until it returns something truthy and return it; WaitTimeout after `timeout` s.
+
+    The last exception the predicate raised (e.g. kubectl failing while an object does not exist yet)
+    is swallowed while polling and reported in the timeout message.
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f"; last error: {last_error}" if last_error else ""
+            raise WaitTimeout(f"timed out after {timeout}s waiting for {message or predicate}{detail}")
+        time.sleep(interval)
+
+
+class KubectlError(RuntimeError):
+    """kubectl exited non-zero; carries stderr so assertions can match the API server's message."""
+
+    def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} exited {returncode}: {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster reachable through `kubeconfig`; `state_dir` is set when this process started it."""
+
+    kubeconfig: Path
+    kubectl_bin: str
+    state_dir: Path | None = None
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 120) -> str:
+        """Run kubectl against this cluster and return stdout; raise KubectlError on failure if `check`."""
+        cmd = [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}", *args]
+        res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise KubectlError(list(args), res.returncode, res.stderr)
+        return res.stdout
+
+    def get_json(self, *args: str) -> Any:
+        """`kubectl get ARGS -o json`, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+    def apply(self, manifest: dict[str, Any] | str, *, namespace: str | None = None) -> str:
+        """`kubectl apply` a manifest given as a dict (sent as JSON) or as YAML/JSON text."""
+        text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+        ns = [f"--namespace={namespace}"] if namespace else []
+        return self.kubectl("apply", *ns, "-f", "-", stdin=text)
+
+    def add_nodes(self, count: int) -> list[str]:
+        """Add `count` fake Atlas 800 A2 nodes (8 x huawei.com/Ascend910 each), wait until Ready."""
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "AIS_KUBECTL": self.kubectl_bin}
+        res = subprocess.run(
+            [str(LOCAL_CLUSTER), "add-nodes", str(count)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(f"add-nodes failed: {res.stderr.strip()}")
+        return res.stdout.split()
+
+    def remove_node(self, name: str) -> None:
+        """Delete a node and wait until it is gone (its pods are then garbage-collected by podgc)."""
+        self.kubectl("delete", "node", name, "--wait=true", "--timeout=60s")
+
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.get_json("nodes")["items"]]
+
+    def pids(self) -> dict[str, int]:
+        """Control-plane PIDs this process started (empty for an existing cluster), from the pid files."""
+        if self.state_dir is None:
+            return {}
+        return recorded_pids(self.state_dir)
+
+
+def recorded_pids(state_dir: Path) -> dict[str, int]:
+    """component -> PID as hack/local-cluster recorded them (first line of logs pid files)."""
+    pids: dict[str, int] = {}
+    for name in COMPONENTS:
+        pid_file = state_dir / "pids" / f"{name}.pid"
+        if pid_file.exists():
+            pids[name] = int(pid_file.read_text().split()[0])
+    return pids
+
+
+def pid_running(pid: int) -> bool:
+    """True if `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def build_tools() -> Path:
+    """Build (or find cached) etcd, Kubernetes, KWOK and Helm; return the bin directory."""
+    res = subprocess.run(["bash", str(BUILD_K8S)], stdout=subprocess.PIPE, text=True, check=True)
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+def start_local(state_dir: Path, *, nodes: int = 1) -> Cluster:
+    """Start the local control plane with its state in `state_dir` and `nodes` fake Atlas nodes."""
+    env = {**os.environ, "AIS_CLUSTER_DIR": str(state_dir)}
+    res = subprocess.run(
+        [str(LOCAL_CLUSTER), "up", f"--nodes={nodes}"], env=env, stdout=subprocess.PIPE, text=True, check=True
+    )
+    last = res.stdout.strip().splitlines()[-1]
+    prefix = "export KUBECONFIG="
+    if not last.startswith(prefix):
+        raise RuntimeError(f"hack/local-cluster up printed {last!r} last, not {prefix}<path>")
+    bindir = Path(json.loads((state_dir / "cluster.json").read_text())["bindir"])
+    return Cluster(kubeconfig=Path(last[len(prefix) :]), kubectl_bin=str(bindir / "kubectl"), state_dir=state_dir)
+
+
+def stop_local(cluster: Cluster) -> list[int]:
+    """Stop a cluster start_local started; return the PIDs that are still running (should be none)."""
+    if cluster.state_dir is None:
+        raise ValueError("not a cluster this process started")
+    pids = cluster.pids()
+    env = {**os.environ, "AIS_CLUSTER_DIR": str(cluster.state_dir)}
+    subprocess.run([str(LOCAL_CLUSTER), "down"], env=env, check=True, stdout=subprocess.DEVNULL)
+    return [pid for pid in pids.values() if pid_running(pid)]
+
+
+def existing_cluster(kubeconfig: Path) -> Cluster:
+    """A cluster someone else runs (kind in CI): kubectl from $AIS_KUBECTL or PATH."""
+    kubectl_bin = os.environ.get("AIS_KUBECTL") or shutil.which("kubectl")
+    if not kubectl_bin:
+        raise RuntimeError("AIS_E2E_KUBECONFIG is set but no kubectl: set AIS_KUBECTL or put kubectl on PATH")
+    return Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl_bin)
