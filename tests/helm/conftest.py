@@ -1,0 +1,46 @@
+"""Fixtures for the chart tests: the helm binary (built, never skipped) and the e2e suite's cluster.
+
+Why it exists: the offline tests (lint, template, schema) need only helm, which hack/build-k8s.sh builds
+and caches; a missing helm is built here rather than silently skipping them. The install tests are marked
+`e2e` and reuse the e2e suite's session fixtures (a local control plane or AIS_E2E_KUBECONFIG's), and
+honour AIS_SKIP_E2E=1 as that suite does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import cluster, kubeconfig, kubectl, namespace
+from tests.helm.chart import Helm, find_helm
+
+__all__ = ["cluster", "kubeconfig", "kubectl", "namespace"]
+
+HELM_DIR = Path(__file__).resolve().parent
+
+
+def _ours(item: pytest.Item) -> bool:
+    return HELM_DIR in Path(item.path).parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("AIS_SKIP_E2E") == "1":
+        for item in items:
+            if _ours(item) and item.get_closest_marker("e2e"):
+                item.add_marker(pytest.mark.skip(reason="AIS_SKIP_E2E=1"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Build (or find) helm before any test runs, so a cold build is not cut short by a test's timeout.
+    if any(_ours(i) for i in session.items) and not os.environ.get("AIS_HELM"):
+        capture = session.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            find_helm()
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """helm, with its cache/config/data in a temporary directory (never the user's)."""
+    return Helm(binary=find_helm(), home=tmp_path_factory.mktemp("helm-home"))

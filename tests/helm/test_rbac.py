@@ -1,0 +1,123 @@
+"""The chart's RBAC, rule by rule: exactly what the operator's calls need, nothing else.
+
+Why it exists: RBAC that grows one "just in case" verb at a time ends up able to read Secrets. These
+tests pin the exact rules per mode (cluster-wide, namespaced, with peering) so any widening is a
+deliberate, reviewed change; the e2e tests prove the same rules are enough for the real flow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopf._cogs.structs import references
+
+from ascend_operator.api.constants import GROUP, PLURAL
+from tests.helm.chart import Helm, one, pick
+
+NAMESPACED_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["list", "watch", "patch"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+CRD_RULE = {
+    "apiGroups": ["apiextensions.k8s.io"],
+    "resources": ["customresourcedefinitions"],
+    "verbs": ["list", "watch"],
+}
+NAMESPACES_RULE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+FULLNAME = "ais-ascend-inference-operator"
+
+
+def peering_rules(plural: str, name: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": ["kopf.dev"], "resources": [plural], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kopf.dev"], "resources": [plural], "resourceNames": [name], "verbs": ["patch"]},
+    ]
+
+
+def _subjects(binding: dict[str, Any]) -> list[dict[str, Any]]:
+    subjects: list[dict[str, Any]] = binding["subjects"]
+    return subjects
+
+
+def test_cluster_wide_by_default_exact_rules(helm: Helm) -> None:
+    objects = helm.template()
+    assert one(objects, "ClusterRole")["rules"] == [CRD_RULE, *NAMESPACED_RULES]
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FULLNAME}
+    assert _subjects(binding) == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": "ascend-system"}]
+    assert not pick(objects, "Role")
+    assert not pick(objects, "RoleBinding")
+
+
+def test_namespaced_mode_roles_per_namespace_and_two_cluster_reads(helm: Helm) -> None:
+    objects = helm.template(sets=["operator.watchNamespaces={team-a,team-b}"])
+    assert one(objects, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+    roles = {r["metadata"]["namespace"]: r["rules"] for r in pick(objects, "Role")}
+    assert roles == {"team-a": NAMESPACED_RULES, "team-b": NAMESPACED_RULES}
+    bindings = {b["metadata"]["namespace"]: b for b in pick(objects, "RoleBinding")}
+    assert set(bindings) == {"team-a", "team-b"}
+    for binding in bindings.values():
+        assert binding["roleRef"]["kind"] == "Role"
+        assert _subjects(binding) == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": "ascend-system"}]
+
+
+def test_peering_rules_only_with_replicas_and_only_on_its_own_object(helm: Helm) -> None:
+    clusterwide = helm.template(sets=["replicaCount=2"])
+    assert one(clusterwide, "ClusterRole")["rules"] == [
+        CRD_RULE,
+        *NAMESPACED_RULES,
+        *peering_rules("clusterkopfpeerings", FULLNAME),
+    ]
+    namespaced = helm.template(sets=["replicaCount=3", "operator.watchNamespaces={llm}", "operator.peeringName=p"])
+    assert one(namespaced, "Role")["rules"] == [*NAMESPACED_RULES, *peering_rules("kopfpeerings", "p")]
+    assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+
+
+def test_peering_objects_match_the_resources_kopf_looks_for(helm: Helm) -> None:
+    objects = helm.template(sets=["replicaCount=2"])
+    peering = one(objects, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == FULLNAME
+    assert references.CLUSTER_PEERINGS_K.group == peering["apiVersion"].split("/")[0]
+    assert references.CLUSTER_PEERINGS_K.any_name == "clusterkopfpeerings"
+    args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--peering={FULLNAME}" in args
+    assert "--peering-priority=random" in args  # equal priorities would pause every replica
+    assert one(objects, "Deployment")["spec"]["strategy"]["type"] == "RollingUpdate"
+    namespaced = helm.template(sets=["replicaCount=2", "operator.watchNamespaces={a,b}"])
+    kopf_peerings = pick(namespaced, "KopfPeering")
+    assert sorted(p["metadata"]["namespace"] for p in kopf_peerings) == ["a", "b"]
+    assert {p["apiVersion"] for p in kopf_peerings} == {f"{references.NAMESPACED_PEERINGS_K.group}/v1"}
+    assert not pick(namespaced, "ClusterKopfPeering")
+
+
+def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> None:
+    for sets in ([], ["replicaCount=2"], ["operator.watchNamespaces={a}", "replicaCount=2"]):
+        objects = helm.template(sets=sets)
+        for role in pick(objects, "ClusterRole") + pick(objects, "Role"):
+            for rule in role["rules"]:
+                assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
+                assert not {"secrets", "configmaps", "nodes"} & set(rule["resources"]), rule
+                assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+                assert "delete" not in rule["verbs"] or rule["resources"] == ["pods"], rule
+
+
+def test_rbac_and_service_account_can_be_left_to_the_user(helm: Helm) -> None:
+    objects = helm.template(sets=["rbac.create=false", "serviceAccount.create=false", "serviceAccount.name=mine"])
+    assert not {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} & {
+        o["kind"] for o in objects
+    }
+    assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+
+
+def test_every_rule_is_commented_in_the_template() -> None:
+    from tests.helm.chart import CHART
+
+    lines = (CHART / "templates" / "rbac.yaml").read_text().splitlines()
+    rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+    assert len(rule_starts) >= 10
+    for i in rule_starts:
+        assert lines[i - 1].strip().startswith("#"), f"rule at rbac.yaml line {i + 1} has no comment above it"
