@@ -75,10 +75,9 @@ def test_example_becomes_a_bound_npu_pod_a_service_and_a_ready_status(
             "DSpark5 -> width 6 does not",
         ),
         ({"engine": {"extraArgs": ["--max-model-len=4096"]}}, "spec.engine.extraArgs may not repeat a flag"),
-        ({"engine": {"additionalConfig": {"extra": {"torchair_graph_config": {}}}}}, "removed them in v0.12.0rc1"),
         ({"engine": {"gpuMemoryUtilization": 1.5}}, "spec.engine.gpuMemoryUtilization"),
     ],
-    ids=["tp-x-dp", "dspark5-long-context", "extra-args", "removed-key", "range"],
+    ids=["tp-x-dp", "dspark5-long-context", "extra-args", "range"],
 )
 def test_bad_specs_are_rejected_at_apply_naming_the_field(
     cluster: Cluster,
@@ -93,6 +92,17 @@ def test_bad_specs_are_rejected_at_apply_naming_the_field(
     with pytest.raises(KubectlError) as err:
         cluster.apply(body, namespace=namespace)
     assert message in err.value.stderr
+
+
+def test_removed_vllm_ascend_key_is_an_invalid_spec_condition(cluster: Cluster, namespace: str, operator: Proc) -> None:
+    body = example("old-keys", node_label=namespace)
+    body["spec"]["engine"]["additionalConfig"] = {"extra": {"torchair_graph_config": {"enabled": True}}}
+    cluster.apply(body, namespace=namespace)
+    wait_condition(cluster, namespace, "old-keys", "Degraded", ("True", "InvalidSpec"), timeout=60)
+    degraded = next(c for c in ais(cluster, namespace, "old-keys")["status"]["conditions"] if c["type"] == "Degraded")
+    assert "removed them in v0.12.0rc1" in degraded["message"]
+    assert events(cluster, namespace, "RemovedAdditionalConfigKey")
+    assert pods(cluster, namespace, "old-keys") == []
 
 
 def test_spec_that_passes_the_crd_but_not_the_budget_is_a_condition_and_an_event(

@@ -172,9 +172,9 @@ class EngineSpec(ApiModel):
     long_context: LongContextSpec = Field(
         default_factory=LongContextSpec, description="The long-context path; off by default."
     )
-    extra_args: list[Annotated[str, Field(max_length=4096)]] = Field(
+    extra_args: list[Annotated[str, Field(max_length=1024)]] = Field(
         default_factory=list,
-        max_length=64,
+        max_length=32,  # bounded so the CEL rule over it stays within the API server's cost budget
         description="Further `vllm serve` arguments passed through as list items (never through a shell). "
         "A flag that a typed field renders may not be repeated here.",
     )

@@ -1,12 +1,14 @@
 """Cross-field rules, each with its reason from the seed and, where CEL can say it, its CEL twin.
 
 A rule is data: the field it names, the message (rule + why), an optional CEL expression with the schema
-node it sits on, and a pure Python check. The CRD generator puts every CEL twin into
-`x-kubernetes-validations`, so `kubectl apply` rejects what CEL can express; `validate_spec` runs every
-Python check, so `aisctl render` and the operator reject the same specs without an API server.
+node it sits on, and a pure Python check. CEL rules guard with has(): the API server also evaluates them
+against the `{}` defaults of optional objects. Rules over `additionalConfig.extra` have no CEL twin: CEL
+cannot see the values of a free-form map, so the operator reports them as a condition and an event. The
+CRD generator puts every CEL twin into `x-kubernetes-validations`, so `kubectl apply` rejects what CEL can
+express; `validate_spec` runs every Python check, so `aisctl render` and the operator reject the same
+specs without an API server.
 """
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,10 +30,6 @@ TYPED_ADDITIONAL_KEYS = (
 #: FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
 MC2_MAX_EXPERTS_PER_DEVICE = 24
 MC2_MIN_EP_WORLD = 16
-
-
-def _cel_list(items: tuple[str, ...] | frozenset[str]) -> str:
-    return "[" + ", ".join(f"'{item}'" for item in sorted(items)) + "]"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +80,8 @@ def _env_unique(spec: Spec) -> bool:
     return len(names) == len(set(names))
 
 
-_EXTRA_ARG_PATTERN = "^(" + "|".join(re.escape(f) for f in sorted(RENDERED_FLAGS)) + ")(=.*)?$"
+# Flags are plain [-a-zA-Z] words, so they need no regex escaping (and CEL strings take no `\-`).
+_EXTRA_ARG_PATTERN = "^(" + "|".join(sorted(RENDERED_FLAGS)) + ")(=.*)?$"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -91,7 +90,7 @@ RULES: tuple[Rule, ...] = (
         message="spec.parallelism.tensor x spec.parallelism.data must equal spec.npus: each pod's NPUs are "
         "split into `data` engines of `tensor` NPUs (the seed runs DP1 x TP8 or DP2 x TP4 on 8 NPUs)",
         check=lambda s: s.parallelism.tensor * s.parallelism.data == s.npus,
-        cel="self.parallelism.tensor * self.parallelism.data == self.npus",
+        cel="!has(self.parallelism) || self.parallelism.tensor * self.parallelism.data == self.npus",
         cel_field_path=".parallelism",
     ),
     Rule(
@@ -101,7 +100,8 @@ RULES: tuple[Rule, ...] = (
         "spec.parallelism.tensor: the sequence-parallel graph width must align with TP (DSpark7 -> width 8 "
         "works on TP8, DSpark5 -> width 6 does not)",
         check=_graph_width_ok,
-        cel="!self.engine.longContext.enabled || !has(self.engine.speculative) || "
+        cel="!has(self.engine) || !has(self.engine.longContext) || !self.engine.longContext.enabled || "
+        "!has(self.engine.speculative) || !has(self.parallelism) || "
         "(self.engine.speculative.numSpeculativeTokens + 1) % self.parallelism.tensor == 0",
         cel_field_path=".engine",
     ),
@@ -111,8 +111,8 @@ RULES: tuple[Rule, ...] = (
         message="spec.engine.additionalConfig.enableReduceSample cannot be used with DSpark speculative "
         "decoding: the seed's engine failed to start (graph capture fails)",
         check=_reduce_sample_ok,
-        cel="!(has(self.additionalConfig.enableReduceSample) && self.additionalConfig.enableReduceSample && "
-        "has(self.speculative) && self.speculative.method == 'dspark')",
+        cel="!has(self.additionalConfig) || !has(self.additionalConfig.enableReduceSample) || "
+        "!self.additionalConfig.enableReduceSample || !has(self.speculative) || self.speculative.method != 'dspark'",
         cel_scope=("engine",),
         cel_field_path=".additionalConfig",
     ),
@@ -122,9 +122,6 @@ RULES: tuple[Rule, ...] = (
         message="spec.engine.additionalConfig.extra may not contain torchair_graph_config or "
         "ascend_scheduler_config: vllm-ascend removed them in v0.12.0rc1 and would ignore them silently",
         check=lambda s: not set(REMOVED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
-        cel=f"self.extra.all(k, !(k in {_cel_list(REMOVED_ADDITIONAL_KEYS)}))",
-        cel_scope=("engine", "additionalConfig"),
-        cel_field_path=".extra",
     ),
     Rule(
         name="TypedAdditionalConfigKey",
@@ -132,9 +129,6 @@ RULES: tuple[Rule, ...] = (
         message="spec.engine.additionalConfig.extra may not set a key that has a typed field (or that "
         "spec.engine.longContext sets); set the typed field instead",
         check=lambda s: not set(TYPED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
-        cel=f"self.extra.all(k, !(k in {_cel_list(TYPED_ADDITIONAL_KEYS)}))",
-        cel_scope=("engine", "additionalConfig"),
-        cel_field_path=".extra",
     ),
     Rule(
         name="ExtraArgsRepeatTypedFlag",
@@ -142,7 +136,7 @@ RULES: tuple[Rule, ...] = (
         message="spec.engine.extraArgs may not repeat a flag that a typed field renders (use the field): "
         "a repeated flag silently overrides one of the two values",
         check=_extra_args_ok,
-        cel=f"self.extraArgs.all(a, !a.matches('{_EXTRA_ARG_PATTERN}'))",
+        cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('{_EXTRA_ARG_PATTERN}'))",
         cel_scope=("engine",),
         cel_field_path=".extraArgs",
     ),
@@ -152,7 +146,7 @@ RULES: tuple[Rule, ...] = (
         message="spec.engine.maxNumBatchedTokens must be at least spec.engine.maxNumSeqs: vLLM refuses to "
         "start when a step cannot hold one token per running sequence",
         check=lambda s: s.engine.max_num_batched_tokens >= s.engine.max_num_seqs,
-        cel="self.maxNumBatchedTokens >= self.maxNumSeqs",
+        cel="!has(self.maxNumBatchedTokens) || !has(self.maxNumSeqs) || self.maxNumBatchedTokens >= self.maxNumSeqs",
         cel_scope=("engine",),
         cel_field_path=".maxNumBatchedTokens",
     ),
@@ -169,7 +163,8 @@ RULES: tuple[Rule, ...] = (
         field="spec.resources",
         message=f"spec.resources may not name {NPU_RESOURCE}: set spec.npus, which also sizes the parallelism",
         check=_no_npu_in_resources,
-        cel=f"!('{NPU_RESOURCE}' in self.limits) && !('{NPU_RESOURCE}' in self.requests)",
+        cel=f"(!has(self.limits) || !('{NPU_RESOURCE}' in self.limits)) && "
+        f"(!has(self.requests) || !('{NPU_RESOURCE}' in self.requests))",
         cel_scope=("resources",),
     ),
     Rule(
