@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.render.probes import READINESS_GATE
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.helm.chart import CHART, ROOT, Helm, one, parse_manifest
 from tests.helm.operator_proc import free_port, get, local_args, running_operator, token_kubeconfig
@@ -90,6 +91,16 @@ def _flow(cluster: Cluster, namespace: str) -> dict[str, Any]:
         lambda: cluster.get_json("service", "dsv4-flash", "-n", namespace),
         timeout=60,
         message="the operator's Service",
+    )
+    # the health loop's readiness gate (pods/status patch): the engine has no /metrics here, so "not ready"
+    wait_for(
+        lambda: any(
+            c["type"] == READINESS_GATE
+            for p in cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
+            for c in p["status"].get("conditions", [])
+        ),
+        timeout=90,
+        message=f"the operator's {READINESS_GATE} condition on the engine pod",
     )
     service: dict[str, Any] = wait_for(
         lambda: (
