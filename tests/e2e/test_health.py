@@ -31,6 +31,16 @@ from tests.e2e.operator_fixtures import (
 )
 
 AddNodes = Callable[[int], list[str]]
+
+
+@pytest.fixture(autouse=True)
+def delete_services_first(cluster: Cluster, namespace: str) -> Iterator[None]:
+    """Delete the test's services while the operator runs: its finalizer then goes at once, and the
+    namespace deletion after the test does not wait on the namespace controller's back-off."""
+    yield
+    cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+
+
 FAST = {
     "startupGraceSeconds": 600,
     "scrapeIntervalSeconds": 1,

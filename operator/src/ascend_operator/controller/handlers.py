@@ -22,6 +22,8 @@ from ascend_operator.controller.reconcile import Context, ServiceMemory, reconci
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
+#: Seconds a loop waits after a failed pass before events may wake it again.
+ERROR_BACKOFF_SECONDS = 5.0
 
 
 def utc_now() -> str:
@@ -124,10 +126,13 @@ async def service_loop(
                 await reconcile(body, ctx, memory)
             except kopf.TemporaryError as exc:
                 logger.info(f"reconcile will be retried: {exc}")
+                await stopped.wait(ERROR_BACKOFF_SECONDS)  # events may not hurry a failing pass
             except kopf.PermanentError as exc:
                 logger.warning(f"reconcile failed: {exc}")
+                await stopped.wait(ERROR_BACKOFF_SECONDS)
             except Exception:  # a bug must not end the loop: log it, retry on the next pass
                 logger.exception("reconcile raised; retrying on the next pass")
+                await stopped.wait(ERROR_BACKOFF_SECONDS)
             await _sleep(stopped, waker, float(memo.resync_seconds))
     finally:
         memo.wakers.pop((namespace, name), None)

@@ -99,7 +99,8 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
                 ctx.events("Warning", f.rule, f"{f.field}: {f.message}")
 
     pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
-    if parsed is not None and not errors:
+    deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
+    if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
         if await _apply_pod_actions(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
