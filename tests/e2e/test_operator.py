@@ -30,9 +30,9 @@ AddNodes = Callable[[int], list[str]]
 
 
 @pytest.fixture(autouse=True)
-def delete_services_first(cluster: Cluster, namespace: str) -> Iterator[None]:
-    """Delete the test's services while the operator runs: its finalizer then goes at once, and the
-    namespace deletion after the test does not wait on the namespace controller's back-off."""
+def delete_services_first(cluster: Cluster, namespace: str, add_nodes: AddNodes) -> Iterator[None]:
+    """Delete the test's services while the operator runs and before the test's nodes go: the finalizer
+    then goes at once, and the namespace deletion does not wait on the namespace controller's back-off."""
     yield
     cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
 

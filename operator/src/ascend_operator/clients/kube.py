@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import kopf
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -17,6 +18,8 @@ from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
 
 T = TypeVar("T")
 RETRY_DELAY = 5.0
+#: (connect, read) seconds for every call: a stuck connection must not freeze a reconcile loop.
+REQUEST_TIMEOUT = (5.0, 30.0)
 
 
 def load_config() -> None:
@@ -38,7 +41,9 @@ class KubeApi:
     async def _call(
         self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
     ) -> T | None:
-        """Run one API call in a thread; None when it failed with a tolerated status."""
+        """Run one API call in a thread, with a bounded connect and read time; None when it failed with a
+        tolerated status."""
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except ApiException as exc:
@@ -47,6 +52,8 @@ class KubeApi:
             if exc.status in (400, 403, 422):
                 raise kopf.PermanentError(f"{exc.status} {exc.reason}: {exc.body}") from exc
             raise kopf.TemporaryError(f"{exc.status} {exc.reason}", delay=RETRY_DELAY) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # timeouts, refused connections
+            raise kopf.TemporaryError(f"no answer from the API server: {exc}", delay=RETRY_DELAY) from exc
 
     async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
         """The engine pods of one service, as plain dicts (camelCase, as the API returns them)."""

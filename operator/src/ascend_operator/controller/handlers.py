@@ -6,6 +6,7 @@ instead of polling keeps reaction time low; the resync bounds how stale a missed
 """
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from typing import Any
@@ -22,6 +23,8 @@ from ascend_operator.controller.reconcile import Context, ServiceMemory, reconci
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
+#: How often a sleeping loop looks at kopf's stop flag.
+STOP_POLL_SECONDS = 0.5
 #: Seconds a loop waits after a failed pass before events may wake it again.
 ERROR_BACKOFF_SECONDS = 5.0
 
@@ -93,12 +96,16 @@ def pod_changed(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_
 
 
 async def _sleep(stopped: kopf.DaemonStopped, waker: asyncio.Event, seconds: float) -> None:
-    waits = [asyncio.ensure_future(stopped.wait()), asyncio.ensure_future(waker.wait())]
-    try:
-        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waits:
-            task.cancel()
+    """Wait until woken, stopped, or `seconds` pass. Polls the stop flag in short slices: cancelling a
+    task that awaits kopf's own flag would cancel the flag's future and break kopf's daemon shutdown."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not stopped and not waker.is_set():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waker.wait(), timeout=min(remaining, STOP_POLL_SECONDS))
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)

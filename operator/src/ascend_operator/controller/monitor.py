@@ -24,7 +24,7 @@ from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.judge import PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.rolls import PodState, RollReason, decide_roll
-from ascend_operator.health.samples import parse_metrics
+from ascend_operator.health.samples import EngineSample, parse_metrics
 from ascend_operator.render.probes import READINESS_GATE
 
 ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
@@ -49,7 +49,7 @@ class MonitorState:
     """Per-service health memory: pod states by uid, and what was announced already."""
 
     pods: dict[str, PodHealth] = field(default_factory=dict)
-    gates: dict[str, bool] = field(default_factory=dict)
+    gates: dict[str, tuple[bool, str]] = field(default_factory=dict)
     announced: set[tuple[str, str]] = field(default_factory=set)
 
 
@@ -68,7 +68,10 @@ def _base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:
     return f"http://{pod.ip}:{spec.engine.port}"
 
 
-async def _canaries(mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]) -> None:
+async def _canaries(
+    mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]
+) -> dict[str, tuple[bool, EngineSample | None]]:
+    """Run the due canaries; uid -> (tokens came back, the sample taken before)."""
     canary = spec.health.canary
     now = mon.mono()
     due = [
@@ -88,29 +91,44 @@ async def _canaries(mon: Monitor, spec: AscendInferenceServiceSpec, state: Monit
             for p in due
         )
     )
-    for p, result in zip(due, results, strict=True):
-        state.pods[p.uid] = fold_canary(state.pods[p.uid], ok=result.ok, before=befores[p.uid], now=mon.mono())
+    return {p.uid: (result.ok, befores[p.uid]) for p, result in zip(due, results, strict=True)}
 
 
 async def _config_checks(
     mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]
-) -> None:
+) -> dict[str, tuple[str, ...]]:
+    """Check the effective config of pods not yet checked; uid -> mismatches (empty: it matches)."""
     expected = expected_config(spec)
+    found: dict[str, tuple[str, ...]] = {}
     for p in pods:
         health = state.pods[p.uid]
         if health.mismatches is not None or not health.samples:
             continue
         models = await mon.engines.get_json(f"{_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds)
-        if models is None:
-            continue
-        found = tuple(str(m) for m in check_config(expected, models=models, sample=health.samples[-1]))
-        state.pods[p.uid] = replace(health, mismatches=found)
-        if found:
-            mon.events("Warning", "ConfigMismatch", f"pod {p.name}: " + "; ".join(found))
+        if models is not None:
+            found[p.uid] = tuple(str(m) for m in check_config(expected, models=models, sample=health.samples[-1]))
+    return found
+
+
+def _fold_checks(
+    mon: Monitor,
+    state: MonitorState,
+    pods: list[PodView],
+    canaries: Mapping[str, tuple[bool, EngineSample | None]],
+    configs: Mapping[str, tuple[str, ...]],
+) -> None:
+    for p in pods:
+        if p.uid in canaries:
+            ok, before = canaries[p.uid]
+            state.pods[p.uid] = fold_canary(state.pods[p.uid], ok=ok, before=before, now=mon.mono())
+        if p.uid in configs:
+            state.pods[p.uid] = replace(state.pods[p.uid], mismatches=configs[p.uid])
+            if configs[p.uid]:
+                mon.events("Warning", "ConfigMismatch", f"pod {p.name}: " + "; ".join(configs[p.uid]))
 
 
 async def _set_gate(mon: Monitor, state: MonitorState, pod: PodView, namespace: str, verdict: Verdict) -> None:
-    if state.gates.get(pod.uid) == verdict.ready:
+    if state.gates.get(pod.uid) == (verdict.ready, verdict.reason):
         return
     condition = {
         "type": READINESS_GATE,
@@ -120,7 +138,7 @@ async def _set_gate(mon: Monitor, state: MonitorState, pod: PodView, namespace: 
         "lastTransitionTime": iso(mon.wall()),
     }
     await mon.kube.patch_pod_status(namespace, pod.name, {"status": {"conditions": [condition]}})
-    state.gates[pod.uid] = verdict.ready
+    state.gates[pod.uid] = (verdict.ready, verdict.reason)
 
 
 def _history(memory: ServiceMemory) -> list[float]:
@@ -211,7 +229,10 @@ async def health_pass(
         if text is not None:
             state.pods[pod.uid] = fold_sample(state.pods[pod.uid], parse_metrics(text, t=mon.mono()), cfg=spec.health)
     answering = [p for p, text in zip(live, texts, strict=True) if text is not None]
-    await asyncio.gather(_canaries(mon, spec, state, answering), _config_checks(mon, spec, state, answering))
+    canaries, configs = await asyncio.gather(
+        _canaries(mon, spec, state, answering), _config_checks(mon, spec, state, answering)
+    )
+    _fold_checks(mon, state, answering, canaries, configs)
     now = mon.mono()
     verdicts = {}
     for pod in live:
