@@ -2,7 +2,7 @@
 """`make demo`: the operator doing what it exists for, locally, with no NPU and no Docker.
 
 1. build (or reuse) the control plane and start it with one fake Atlas 800 A2 node;
-2. install the CRD and RBAC from the Helm chart and run the operator;
+2. install the CRDs and RBAC from the Helm chart and run the operator with its ServiceAccount's token;
 3. apply examples/dsv4-flash.yaml unchanged except the image (the simulator stands in for the engine);
 4. run the engine simulator for the pod on its 127.x IP with the pod's rendered args (`aisctl sim attach`);
 5. show `kubectl get ais` going from Progressing to Ready with live tokens/s and KV usage under load;
@@ -32,11 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.cluster import Cluster, build_tools, existing_cluster, start_local, stop_local, wait_for  # noqa: E402
+from tests.helm.operator_proc import token_kubeconfig  # noqa: E402
 
 NAMESPACE = "ascend-demo"
 NAME = "dsv4-flash"
 SIM_IMAGE = "ascend-inference-operator:dev"  # the operator image carries the simulator as `vllm`
 CHART = ROOT / "charts" / "ascend-inference-operator"
+RELEASE = "ascend-operator"
+SYSTEM_NAMESPACE = "ascend-system"
 
 
 class Demo:
@@ -90,18 +93,15 @@ def engine_pod(cluster: Cluster) -> dict[str, Any] | None:
 
 
 def install(cluster: Cluster, bindir: Path) -> str:
-    """CRD and RBAC through the chart when helm and the chart are there, else the CRD from crds/."""
+    """CRDs, ServiceAccount and RBAC through the chart (replicaCount=0: the operator runs here)."""
     helm = bindir / "helm"
-    if helm.exists() and (CHART / "Chart.yaml").exists():
-        subprocess.run(
-            [str(helm), "upgrade", "--install", "ascend-operator", str(CHART), "--namespace", "ascend-system",
-             "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--set", "operator.replicas=0",
-             "--wait", "--timeout", "120s"],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        return "helm chart (CRD, RBAC; the operator runs locally)"
-    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    return "CRD from crds/ (chart not found)"
+    subprocess.run(
+        [str(helm), "upgrade", "--install", RELEASE, str(CHART), "--namespace", SYSTEM_NAMESPACE,
+         "--create-namespace", "--kubeconfig", str(cluster.kubeconfig), "--set", "replicaCount=0",
+         "--wait", "--timeout", "120s"],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return "the Helm chart: CRDs, ServiceAccount, least-privilege RBAC"
 
 
 async def load(base: str, model: str, *, seconds: float, concurrency: int) -> int:
@@ -167,12 +167,16 @@ def run(args: argparse.Namespace, demo: Demo) -> int:
 
 def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Path) -> int:
     demo.step("installed " + install(cluster, bindir))
+    account = cluster.kubectl("get", "serviceaccount", "-n", SYSTEM_NAMESPACE, "-o", "name",
+                              "-l", f"app.kubernetes.io/instance={RELEASE}").split("/")[-1].strip()  # fmt: skip
+    token = token_kubeconfig(cluster, service_account=account, namespace=SYSTEM_NAMESPACE,
+                             path=demo.workdir / "operator.kubeconfig")  # fmt: skip
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
     demo.spawn("operator", ["operator", "--namespace", NAMESPACE, "--liveness", "http://127.0.0.1:18079/healthz",
-                            "--resync-seconds", "5"], env)  # fmt: skip
+                            "--resync-seconds", "5"], {"KUBECONFIG": str(token)})  # fmt: skip
     sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
     demo.spawn("simulators", ["sim", "attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env)
-    demo.step(f"operator and simulator attach running (logs in {demo.workdir})")
+    demo.step(f"operator running with ServiceAccount {account}'s token; simulators attached (logs in {demo.workdir})")
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     body = yaml.safe_load((ROOT / "examples" / "dsv4-flash.yaml").read_text())
     body["spec"]["image"] = SIM_IMAGE
