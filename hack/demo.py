@@ -6,7 +6,8 @@
 3. apply examples/dsv4-flash.yaml unchanged except the image (the simulator stands in for the engine);
 4. run the engine simulator for the pod on its 127.x IP with the pod's rendered args (`aisctl sim attach`);
 5. show `kubectl get ais` going from Progressing to Ready with live tokens/s and KV usage under load;
-6. inject the seed's 512K stall: the detector's finding, the roll and its reason, Ready again;
+6. inject the seed's long-context stall (KV past 97.5%, no forward progress, /health still 200): the
+   detector's finding, the roll and its reason, Ready again;
 7. print a timeline and stop every process it started (`--keep` leaves everything running).
 """
 
@@ -124,16 +125,22 @@ async def load(base: str, model: str, *, seconds: float, concurrency: int) -> in
 
 
 async def stall(base: str, model: str) -> None:
-    """The seed's 512K failure: stall once KV passes 97.5%, then a 512K-token request."""
+    """The seed's long-context failure: forward progress stops once KV passes 97.5% (its 512K run went
+    0.6% -> 83.7% -> 90.8% -> 97.5%). The example admits 327680 tokens, so two 300K requests fill the KV
+    pool the way one 512K request did."""
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/sim/faults", json={"fault": "stall-at-kv", "threshold": 0.975}) as resp:
             resp.raise_for_status()
-        body = {"model": model, "prompt": "long context", "sim_prompt_tokens": 524_288, "max_tokens": 16}
-        try:
-            async with session.post(f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=600)):
-                pass
-        except (aiohttp.ClientError, TimeoutError):
-            pass  # the engine is recreated under it
+
+        async def long_request(i: int) -> None:
+            body = {"model": model, "prompt": f"long context {i}", "sim_prompt_tokens": 300_000, "max_tokens": 16}
+            try:
+                async with session.post(f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=600)):
+                    pass
+            except (aiohttp.ClientError, TimeoutError):
+                pass  # the engine is recreated under it
+
+        await asyncio.gather(long_request(1), long_request(2))
 
 
 def show(cluster: Cluster) -> None:
@@ -196,8 +203,8 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     demo.step(f"load: {done} requests at C8 for {args.load_seconds:.0f}s")
     show(cluster)
     first_uid = pod["metadata"]["uid"]
-    demo.step("injecting the seed's 512K stall (forward progress stops at 97.5% KV, /health stays 200)")
-    # the 512K request runs until its engine is recreated under it
+    demo.step("injecting the seed's long-context stall: KV climbs past 97.5%, progress stops, /health stays 200")
+    # the long requests run until their engine is recreated under them
     threading.Thread(target=lambda: asyncio.run(stall(base, model)), daemon=True).start()
     degraded = wait_for(
         lambda: next((c for c in (ais(cluster).get("status") or {}).get("conditions") or []

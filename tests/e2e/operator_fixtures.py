@@ -99,12 +99,13 @@ def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 def example(name: str, *, node_label: str, **spec: Any) -> dict[str, Any]:
-    """examples/dsv4-flash.yaml with another name, pinned to nodes carrying `ais-e2e=<node_label>`."""
+    """examples/dsv4-flash.yaml with another name, pinned to nodes carrying `ais-e2e=<node_label>`; spec
+    keys given replace the example's, except `engine`, which is merged into the example's engine."""
     body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     body["metadata"]["name"] = name
     body["spec"]["scheduling"]["nodeSelector"] = {"ais-e2e": node_label}
     for key, value in spec.items():
-        body["spec"][key] = value
+        body["spec"][key] = {**body["spec"]["engine"], **value} if key == "engine" else value
     return body
 
 

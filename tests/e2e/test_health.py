@@ -41,6 +41,8 @@ def delete_services_first(cluster: Cluster, namespace: str, add_nodes: AddNodes)
     cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
 
 
+#: The seed's long-context setting (~512K; FACTS.md "Memory / KV budget"), so a 512K request is admitted.
+LONG = {"maxModelLen": 524_288}
 FAST = {
     "startupGraceSeconds": 600,
     "scrapeIntervalSeconds": 1,
@@ -165,7 +167,7 @@ def test_stall_is_rolled_exactly_once_and_the_service_recovers(
 ) -> None:
     label_nodes(cluster, add_nodes(1), namespace)
     attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    cluster.apply(example("svc", node_label=namespace, health=FAST, engine=LONG), namespace=namespace)
     wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
     first, stop = _stall(cluster, namespace)
     try:
@@ -192,7 +194,7 @@ def test_repeated_stalls_hit_the_rate_limit(
     label_nodes(cluster, add_nodes(1), namespace)
     attach()
     health = {**FAST, "rolls": {"maxPerHour": 1, "cooldownSeconds": 0}}
-    cluster.apply(example("svc", node_label=namespace, health=health), namespace=namespace)
+    cluster.apply(example("svc", node_label=namespace, health=health, engine=LONG), namespace=namespace)
     wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
     first, stop = _stall(cluster, namespace)
     wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=90, message="first roll")
@@ -223,7 +225,7 @@ def test_healthy_512k_prefill_is_not_rolled(
 ) -> None:
     label_nodes(cluster, add_nodes(1), namespace)
     attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    cluster.apply(example("svc", node_label=namespace, health=FAST, engine=LONG), namespace=namespace)
     wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
     pod = live_pod(cluster, namespace, "svc")
     assert pod is not None

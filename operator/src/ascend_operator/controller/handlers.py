@@ -108,7 +108,7 @@ async def _sleep(stopped: kopf.DaemonStopped, waker: asyncio.Event, seconds: flo
             await asyncio.wait_for(waker.wait(), timeout=min(remaining, STOP_POLL_SECONDS))
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_backoff=2.0, cancellation_timeout=10.0)
 async def service_loop(
     stopped: kopf.DaemonStopped,
     body: kopf.Body,
@@ -146,7 +146,7 @@ async def service_loop(
         memo.services.pop((namespace, name), None)
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_backoff=2.0, cancellation_timeout=10.0)
 async def health_loop(
     stopped: kopf.DaemonStopped,
     body: kopf.Body,
