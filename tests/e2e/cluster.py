@@ -102,8 +102,21 @@ class Cluster:
         return res.stdout.split()
 
     def remove_node(self, name: str) -> None:
-        """Delete a node and wait until it is gone (its pods are then garbage-collected by podgc)."""
+        """Delete a node and, at once, the pods bound to it.
+
+        Without a kubelet nothing would finish those pods' graceful deletion; podgc force-deletes pods
+        of a vanished node only after a 40 s quarantine, so this does the same without the wait.
+        """
         self.kubectl("delete", "node", name, "--wait=true", "--timeout=60s")
+        self.kubectl(
+            "delete",
+            "pods",
+            "--all-namespaces",
+            f"--field-selector=spec.nodeName={name}",
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        )
 
     def node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self.get_json("nodes")["items"]]
