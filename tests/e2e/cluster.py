@@ -90,13 +90,10 @@ class Cluster:
     def add_nodes(self, count: int) -> list[str]:
         """Add `count` fake Atlas 800 A2 nodes (8 x huawei.com/Ascend910 each), wait until Ready."""
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "AIS_KUBECTL": self.kubectl_bin}
-        res = subprocess.run(
-            [str(LOCAL_CLUSTER), "add-nodes", str(count)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        # A cluster we did not start (kind) allocates node pod CIDRs itself and rejects 127.x ones.
+        own = [] if self.state_dir is not None else ["--no-pod-cidr"]
+        cmd = [str(LOCAL_CLUSTER), "add-nodes", str(count), *own]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if res.returncode != 0:
             raise RuntimeError(f"add-nodes failed: {res.stderr.strip()}")
         return res.stdout.split()
