@@ -43,6 +43,8 @@ def delete_services_first(cluster: Cluster, namespace: str, add_nodes: AddNodes)
 
 #: The seed's long-context setting (~512K; FACTS.md "Memory / KV budget"), so a 512K request is admitted.
 LONG = {"maxModelLen": 524_288}
+#: A 512K context: prompt plus the few generated tokens fill the admission limit exactly.
+PROMPT_512K = 524_288 - 16
 FAST = {
     "startupGraceSeconds": 600,
     "scrapeIntervalSeconds": 1,
@@ -157,7 +159,7 @@ def _stall(cluster: Cluster, namespace: str) -> tuple[str, threading.Event]:
     base = f"http://{pod['status']['podIP']}:8000"
     post(base, "/sim/faults", {"fault": "stall-at-kv", "threshold": 0.975})
     stop = threading.Event()
-    body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": 524_288, "max_tokens": 8}
+    body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": PROMPT_512K, "max_tokens": 16}
     background_requests(base, body, clients=1, stop=stop)
     return pod["metadata"]["uid"], stop
 
@@ -183,7 +185,9 @@ def test_stall_is_rolled_exactly_once_and_the_service_recovers(
         wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready again")
         status = ais(cluster, namespace, "svc")["status"]
         assert len(status["rolls"]) == 1
-        assert len(events(cluster, namespace, "Stalled")) == 1
+        rolled = events(cluster, namespace, "Rolled")
+        assert len(rolled) == 1
+        assert "reason Stalled" in rolled[0]["message"]
     finally:
         stop.set()
 
@@ -232,7 +236,7 @@ def test_healthy_512k_prefill_is_not_rolled(
     base = f"http://{pod['status']['podIP']}:8000"
 
     async def long_request() -> dict[str, Any]:
-        body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": 524_288, "max_tokens": 16}
+        body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": PROMPT_512K, "max_tokens": 16}
         timeout = aiohttp.ClientTimeout(total=120)
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
@@ -242,7 +246,7 @@ def test_healthy_512k_prefill_is_not_rolled(
             return result
 
     result = asyncio.run(long_request())  # 148.76 engine-seconds of chunked prefill, ~5 s here
-    assert result["usage"]["prompt_tokens"] == 524_288
+    assert result["usage"]["prompt_tokens"] == PROMPT_512K
     assert "lastRoll" not in ais(cluster, namespace, "svc")["status"]
     assert (live_pod(cluster, namespace, "svc") or {}).get("metadata", {}).get("uid") == pod["metadata"]["uid"]
 

@@ -192,7 +192,7 @@ async def _rolls(
         if await mon.kube.delete_pod(namespace, pod.name, pod.uid):
             ROLLS.labels(namespace, service, reason.value).inc()
             _record_roll(memory, now=now, pod=pod.name, reason=reason, message=message)
-            mon.events("Warning", reason.value, f"recreating pod {pod.name}: {message}")
+            mon.events("Warning", "Rolled", f"recreating pod {pod.name}, reason {reason.value}: {message}")
         break  # one roll per pass: the next pass sees the replica out and the policy holds the rest
     return overrides
 
