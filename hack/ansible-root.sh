@@ -33,6 +33,12 @@ if [[ $EUID -ne 0 ]]; then
   exit 1
 fi
 
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator/ansible-root"
+mkdir -p "$cache"
+
+# The arm64 and amd64 builds may start together: one apt-get at a time (and wait for anyone else's).
+exec 8>"$cache/.lock-apt"
+flock 8
 need_apt=()
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v ssh >/dev/null || need_apt+=(openssh-client)
@@ -42,8 +48,8 @@ if [[ $arch == arm64 && ! -x /usr/bin/qemu-aarch64-static ]]; then
 fi
 if ((${#need_apt[@]})); then
   echo "ansible-root: installing ${need_apt[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 # aarch64 binaries run through qemu-aarch64-static registered with the F (fix-binary) flag, so the
@@ -60,6 +66,7 @@ if [[ $arch == arm64 ]]; then
     grep -v '^#' "$conf" | head -n1 >"$binfmt/register"
   fi
 fi
+flock -u 8
 
 # The mirror and suite come from this machine's own apt configuration, never from this file.
 read_source() {
@@ -83,9 +90,7 @@ if [[ -z ${mirror:-} || -z ${suite:-} ]]; then
   exit 1
 fi
 
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator/ansible-root"
 dest="$cache/$suite-$arch-r$recipe"
-mkdir -p "$cache"
 exec 9>"$cache/.lock-$arch"
 flock 9
 if [[ -f $dest/.complete ]]; then

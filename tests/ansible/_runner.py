@@ -75,6 +75,11 @@ class Run:
             raise AssertionError(f"no PLAY RECAP in output:\n{self.output[-4000:]}")
         return {k: int(v) for k, v in found.groupdict().items() if k != "host"}
 
+    @property
+    def text(self) -> str:
+        """The output with all whitespace runs collapsed: the YAML result format wraps long messages."""
+        return " ".join(self.output.split())
+
     def task_lines(self, marker: str) -> list[str]:
         """Banner lines ("TASK [...]", "RUNNING HANDLER [...]") that start with `marker`."""
         return [line for line in self.output.splitlines() if line.startswith(marker)]

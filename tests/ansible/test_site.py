@@ -35,9 +35,7 @@ def outcomes(
 
     futures: dict[str, Future[sc.Outcome]] = {}
     start("first_install", sc.first_install, arm)
-    start("upgrade", sc.upgrade, arm)
-    start("sick_chip", sc.single_run, arm, node_kwargs={"health": ["OK"] * 5 + ["Alarm"] + ["OK"] * 2})
-    start("check_fresh", sc.check_on_fresh_node, arm)
+    start("check_then_upgrade", sc.check_then_upgrade, arm)
     start("x86_64", sc.single_run, amd, node_kwargs={})
     start("npus_missing", sc.single_run, arm, node_kwargs={"npu_count": 6})
     start("unsupported_os", sc.single_run, arm, node_kwargs={}, preflight_supported_os=[])
@@ -71,7 +69,7 @@ def test_first_run_installs_in_the_vendors_order(outcomes: dict[str, Future[sc.O
 
 def test_first_run_leaves_a_node_the_operator_can_use(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "first_install")
-    assert "8 healthy 910B, driver 25.5.0, firmware 7.8.0.2.212" in out.runs[0].output
+    assert "8 healthy 910B, driver 25.5.0, firmware 7.8.0.2.212" in out.runs[0].text
     profile = out.files["/etc/profile.d/ascend-cann.sh"] or ""
     assert "/usr/local/Ascend/cann/set_env.sh" in profile
     assert "/usr/local/Ascend/nnal/atb/set_env.sh" in profile
@@ -95,18 +93,20 @@ def test_second_run_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> 
 def test_check_diff_on_an_installed_node_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "first_install")
     check = out.runs[2]
-    assert check.rc == 0, check.output[-5000:]
+    # Only verify fails (chip 5 raised an alarm after the install); everything before it is unchanged.
     assert check.recap["changed"] == 0, check.output[-5000:]
+    assert check.recap["failed"] == 1
+    assert check.statuses("TASK [verify : Check that every NPU is healthy]") == ["fatal"]
     assert out.logs[2] == out.logs[0]
     assert out.written[2] == out.written[0]
 
 
 def test_check_diff_on_a_bare_node_plans_but_writes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
-    out = result(outcomes, "check_fresh")
+    out = result(outcomes, "check_then_upgrade")
     run = out.runs[0]
     assert run.rc == 0, run.output[-5000:]
-    assert "steps in first-install order: driver then firmware" in run.output
-    assert "CANN 9.0.1: install toolkit, 910b-ops, nnal" in run.output
+    assert "steps in first-install order: driver then firmware" in run.text
+    assert "CANN 9.0.1: install toolkit, 910b-ops, nnal" in run.text
     assert run.recap["changed"] > 0  # the user, directories and profile script it would create
     assert out.logs[0] == []
     assert out.written[0] == {}
@@ -127,44 +127,44 @@ def test_labels_are_applied_once_with_kubectl(outcomes: dict[str, Future[sc.Outc
         ]
     ]
     reads = [call for call in out.kubectl_calls if call[0] == "get"]
-    assert len(reads) == 3  # every run reads, only the first writes
+    assert len(reads) == 3  # every run reads (also in check mode), only the first writes
 
 
 def test_reboot_is_requested_only_through_the_handler(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "first_install")
     first, second = out.runs[0], out.runs[1]
     assert first.task_lines("RUNNING HANDLER [driver : Ask the administrator for the reboot]")
-    assert "REBOOT REQUIRED on standin" in first.output
+    assert "REBOOT REQUIRED on standin" in first.text
     # Not allowed by default, so the rebooting handler is skipped, and nothing else reboots.
     reboot = "RUNNING HANDLER [driver : Reboot so the new NPU driver and firmware take effect]"
     assert first.statuses(reboot) == ["skipping"]
     assert first.statuses("RUNNING HANDLER [driver : Ask the administrator for the reboot]") == ["ok"]
-    assert "REBOOT REQUIRED" not in second.output
+    assert "REBOOT REQUIRED" not in second.text
     assert not second.task_lines("RUNNING HANDLER")
 
 
 def test_version_mismatch_upgrades_firmware_before_driver(outcomes: dict[str, Future[sc.Outcome]]) -> None:
-    out = result(outcomes, "upgrade")
-    assert out.runs[0].rc == 0, out.runs[0].output[-5000:]
+    out = result(outcomes, "check_then_upgrade")
     assert out.runs[1].rc == 0, out.runs[1].output[-5000:]
-    new = out.logs[1][len(out.logs[0]) :]
+    assert out.runs[2].rc == 0, out.runs[2].output[-5000:]
+    new = out.logs[2][len(out.logs[1]) :]
     assert [(e["package"], e["version"]) for e in new] == [("firmware", "7.8.0.5.216"), ("driver", "25.5.1")]
-    assert "steps in upgrade order: firmware then driver" in out.runs[1].output
-    assert "8 healthy 910B, driver 25.5.1, firmware 7.8.0.5.216" in out.runs[1].output
-    assert "REBOOT REQUIRED on standin" in out.runs[1].output
+    assert "steps in upgrade order: firmware then driver" in out.runs[2].text
+    assert "8 healthy 910B, driver 25.5.1, firmware 7.8.0.5.216" in out.runs[2].text
+    assert "REBOOT REQUIRED on standin" in out.runs[2].text
     # The packages came from the URL and were checked, staged and removed again.
     download = "TASK [stage_package : Download a package onto the node]"
-    assert out.runs[0].statuses(download) == ["skipping"] * 6
-    assert out.runs[1].statuses(download) == ["changed", "changed"]
-    assert not [p for p in out.written[1] if p.startswith("var/cache/ascend-node-prep/")]
+    assert out.runs[1].statuses(download) == ["skipping"] * 5  # driver, firmware, three CANN packages
+    assert out.runs[2].statuses(download) == ["changed", "changed"]
+    assert not [p for p in out.written[2] if p.startswith("var/cache/ascend-node-prep/")]
 
 
 def test_preflight_refuses_x86_64(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "x86_64")
     run = out.runs[0]
     assert run.rc != 0
-    assert "reports architecture x86_64" in run.output
-    assert "built for aarch64" in run.output
+    assert "reports architecture x86_64" in run.text
+    assert "built for aarch64" in run.text
     assert out.logs[0] == []
     assert out.written[0] == {}
 
@@ -173,7 +173,7 @@ def test_preflight_refuses_missing_npus(outcomes: dict[str, Future[sc.Outcome]])
     out = result(outcomes, "npus_missing")
     run = out.runs[0]
     assert run.rc != 0
-    assert "Found 6 Ascend 910B device(s) (PCI 19e5:d802) on standin, expected 8" in run.output
+    assert "Found 6 Ascend 910B device(s) (PCI 19e5:d802) on standin, expected 8" in run.text
     assert out.logs[0] == []
     assert out.written[0] == {}
 
@@ -182,8 +182,8 @@ def test_preflight_refuses_an_unsupported_os(outcomes: dict[str, Future[sc.Outco
     out = result(outcomes, "unsupported_os")
     run = out.runs[0]
     assert run.rc != 0
-    assert "runs Debian 12" in run.output
-    assert "not in preflight_supported_os" in run.output
+    assert "runs Debian 12" in run.text
+    assert "not in preflight_supported_os" in run.text
     assert out.logs[0] == []
 
 
@@ -191,13 +191,13 @@ def test_checksum_mismatch_stops_before_any_installer(outcomes: dict[str, Future
     out = result(outcomes, "bad_checksum")
     run = out.runs[0]
     assert run.rc != 0
-    assert "expected 0000000000000000000000000000000000000000000000000000000000000000" in run.output
+    assert "expected 0000000000000000000000000000000000000000000000000000000000000000" in run.text
     assert out.logs[0] == []
 
 
 def test_verify_fails_on_an_unhealthy_chip(outcomes: dict[str, Future[sc.Outcome]]) -> None:
-    out = result(outcomes, "sick_chip")
-    run = out.runs[0]
+    out = result(outcomes, "first_install")
+    run = out.runs[2]
     assert run.rc != 0
-    assert "shows 8 910B chip(s), 7 healthy; expected 8 with Health OK" in run.output
-    assert "5:910B4:Alarm" in run.output
+    assert "shows 8 910B chip(s), 7 healthy; expected 8 with Health OK" in run.text
+    assert "5:910B4:Alarm" in run.text
