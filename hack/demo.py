@@ -126,21 +126,24 @@ async def load(base: str, model: str, *, seconds: float, concurrency: int) -> in
 
 async def stall(base: str, model: str) -> None:
     """The seed's long-context failure: forward progress stops once KV passes 97.5% (its 512K run went
-    0.6% -> 83.7% -> 90.8% -> 97.5%). The example admits 327680 tokens, so two 300K requests fill the KV
-    pool the way one 512K request did."""
+    0.6% -> 83.7% -> 90.8% -> 97.5%). The example admits 327680 tokens, so two 300K conversations that
+    are resident together (the first still generating while the second prefills) fill the KV pool the way
+    one 512K request did."""
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/sim/faults", json={"fault": "stall-at-kv", "threshold": 0.975}) as resp:
             resp.raise_for_status()
 
         async def long_request(i: int) -> None:
-            body = {"model": model, "prompt": f"long context {i}", "sim_prompt_tokens": 300_000, "max_tokens": 16}
+            await asyncio.sleep(0.5 * i)
+            body = {"model": model, "prompt": f"long context {i}", "sim_prompt_tokens": 300_000,
+                    "max_tokens": 20_000, "ignore_eos": True}  # fmt: skip
             try:
                 async with session.post(f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=600)):
                     pass
             except (aiohttp.ClientError, TimeoutError):
                 pass  # the engine is recreated under it
 
-        await asyncio.gather(long_request(1), long_request(2))
+        await asyncio.gather(long_request(0), long_request(1))
 
 
 def show(cluster: Cluster) -> None:
@@ -179,8 +182,9 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     token = token_kubeconfig(cluster, service_account=account, namespace=SYSTEM_NAMESPACE,
                              path=demo.workdir / "operator.kubeconfig")  # fmt: skip
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
-    demo.spawn("operator", ["operator", "--namespace", NAMESPACE, "--liveness", "http://127.0.0.1:18079/healthz",
-                            "--resync-seconds", "5"], {"KUBECONFIG": str(token)})  # fmt: skip
+    # all namespaces, as the chart's default (cluster-wide) RBAC grants
+    demo.spawn("operator", ["operator", "--liveness", "http://127.0.0.1:18079/healthz", "--resync-seconds", "5"],
+               {"KUBECONFIG": str(token)})  # fmt: skip
     sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
     demo.spawn("simulators", ["sim", "attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env)
     demo.step(f"operator running with ServiceAccount {account}'s token; simulators attached (logs in {demo.workdir})")

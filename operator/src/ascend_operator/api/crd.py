@@ -52,6 +52,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "KV cache usage.",
     },
     {
+        "name": "Accept",
+        "type": "number",
+        "jsonPath": ".status.metrics.acceptanceLength",
+        "description": "Speculative acceptance length (1 + accepted / drafts).",
+    },
+    {
         "name": "Status",
         "type": "string",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
