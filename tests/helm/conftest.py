@@ -2,8 +2,8 @@
 
 Why it exists: the offline tests (lint, template, schema) need only helm, which hack/build-k8s.sh builds
 and caches; a missing helm is built here rather than silently skipping them. The install tests are marked
-`e2e` and reuse the e2e suite's session fixtures (a local control plane or AIS_E2E_KUBECONFIG's), and
-honour AIS_SKIP_E2E=1 as that suite does.
+`e2e` and use the shared session fixtures of tests/e2e/fixtures.py (one cluster for the whole run: a
+local control plane or AIS_E2E_KUBECONFIG's), and honour AIS_SKIP_E2E=1 as that suite does.
 """
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import cluster, kubeconfig, kubectl, namespace
 from tests.helm.chart import Helm, find_helm
-
-__all__ = ["cluster", "kubeconfig", "kubectl", "namespace"]
 
 HELM_DIR = Path(__file__).resolve().parent
 
