@@ -51,6 +51,9 @@ class Demo:
         self.timeline: list[tuple[float, str]] = []
         self.workdir = workdir
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.pids: list[int] = []
+        """Every process the demo started (its own and the control plane's), for the timeline file."""
+        self.roll: dict[str, Any] | None = None
 
     def step(self, text: str) -> None:
         elapsed = time.monotonic() - self.start
@@ -64,6 +67,7 @@ class Demo:
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.procs.append(proc)
+        self.pids.append(proc.pid)
         return proc
 
     def stop_all(self) -> None:
@@ -159,6 +163,7 @@ def run(args: argparse.Namespace, demo: Demo) -> int:
         cluster = existing_cluster(Path(args.kubeconfig))
     else:
         cluster = start_local(demo.workdir / "cluster", nodes=1)
+        demo.pids += list(cluster.pids().values())
     demo.step(f"control plane up; nodes: {', '.join(cluster.node_names())}")
     try:
         return scenario(args, demo, cluster, bindir)
@@ -230,8 +235,7 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     for e in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
         if e.get("involvedObject", {}).get("kind") == "AscendInferenceService":
             print(f"         event {e['type']:7s} {e['reason']:18s} {e['message'][:110]}", flush=True)
-    summary = {"timeline": [{"seconds": round(t, 1), "step": s} for t, s in demo.timeline], "roll": roll}
-    (demo.workdir / "timeline.json").write_text(json.dumps(summary, indent=2))
+    demo.roll = roll
     return 0
 
 
@@ -251,6 +255,13 @@ def main() -> int:
     except Exception as exc:  # show what failed, then still stop everything (run's finally did)
         demo.step(f"FAILED: {exc}")
         code = 1
+    summary = {
+        "ok": code == 0,
+        "timeline": [{"seconds": round(t, 1), "step": text} for t, text in demo.timeline],
+        "roll": demo.roll,
+        "pids": demo.pids,
+    }
+    (workdir / "timeline.json").write_text(json.dumps(summary, indent=2))
     print("\ntimeline:")
     for t, text in demo.timeline:
         print(f"  {t:6.1f}s  {text}")
