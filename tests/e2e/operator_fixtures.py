@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,15 @@ def crd(cluster: Cluster) -> None:
     cluster.kubectl(
         "wait", "--for=condition=Established", "crd/ascendinferenceservices.inference.ascend.dev", "--timeout=60s"
     )
+
+
+@pytest.fixture
+def delete_services_first(cluster: Cluster, namespace: str, add_nodes: Callable[[int], list[str]]) -> Iterator[None]:
+    """Delete the test's services while the operator runs and before the test's nodes go: the finalizer
+    then goes at once, and the namespace deletion does not wait on the namespace controller's back-off.
+    Use with `pytestmark = pytest.mark.usefixtures("delete_services_first")`."""
+    yield
+    cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
 
 
 def start_operator(cluster: Cluster, log: Path) -> Proc:

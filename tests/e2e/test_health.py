@@ -32,13 +32,7 @@ from tests.e2e.operator_fixtures import (
 
 AddNodes = Callable[[int], list[str]]
 
-
-@pytest.fixture(autouse=True)
-def delete_services_first(cluster: Cluster, namespace: str, add_nodes: AddNodes) -> Iterator[None]:
-    """Delete the test's services while the operator runs and before the test's nodes go: the finalizer
-    then goes at once, and the namespace deletion does not wait on the namespace controller's back-off."""
-    yield
-    cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+pytestmark = pytest.mark.usefixtures("delete_services_first")
 
 
 #: The seed's long-context setting (~512K; FACTS.md "Memory / KV budget"), so a 512K request is admitted.
@@ -119,6 +113,25 @@ def ready(cluster: Cluster, namespace: str, name: str) -> bool:
     return condition(ais(cluster, namespace, name), "Ready") == ("True", "AllReplicasReady")
 
 
+def ready_service(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, attach: Callable[..., Proc], **spec: Any
+) -> None:
+    """One fake node for the test, simulators attached, the example applied with `spec`, then Ready."""
+    label_nodes(cluster, add_nodes(int(spec.get("replicas", 1))), namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready")
+
+
+def replaced(cluster: Cluster, namespace: str, uid: str) -> None:
+    """Wait until a pod other than `uid` serves the service."""
+    wait_for(
+        lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != uid,
+        timeout=90,
+        message="a new pod",
+    )
+
+
 def test_ready_only_after_the_canary_passes(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
@@ -167,21 +180,14 @@ def _stall(cluster: Cluster, namespace: str) -> tuple[str, threading.Event]:
 def test_stall_is_rolled_exactly_once_and_the_service_recovers(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
-    label_nodes(cluster, add_nodes(1), namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST, engine=LONG), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    ready_service(cluster, namespace, add_nodes, attach, health=FAST, engine=LONG)
     first, stop = _stall(cluster, namespace)
     try:
         roll = wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=90, message="roll")
         assert roll["reason"] == "Stalled"
         assert "no forward progress" in roll["message"]
         stop.set()
-        wait_for(
-            lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != first,
-            timeout=90,
-            message="a new pod",
-        )
+        replaced(cluster, namespace, first)
         wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready again")
         status = ais(cluster, namespace, "svc")["status"]
         assert len(status["rolls"]) == 1
@@ -195,18 +201,12 @@ def test_stall_is_rolled_exactly_once_and_the_service_recovers(
 def test_repeated_stalls_hit_the_rate_limit(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
-    label_nodes(cluster, add_nodes(1), namespace)
-    attach()
     health = {**FAST, "rolls": {"maxPerHour": 1, "cooldownSeconds": 0}}
-    cluster.apply(example("svc", node_label=namespace, health=health, engine=LONG), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    ready_service(cluster, namespace, add_nodes, attach, health=health, engine=LONG)
     first, stop = _stall(cluster, namespace)
     wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=90, message="first roll")
     stop.set()
-    wait_for(
-        lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != first,
-        timeout=90,
-    )
+    replaced(cluster, namespace, first)
     wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready again")
     _, stop2 = _stall(cluster, namespace)
     try:
@@ -227,10 +227,7 @@ def test_repeated_stalls_hit_the_rate_limit(
 def test_healthy_512k_prefill_is_not_rolled(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
-    label_nodes(cluster, add_nodes(1), namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST, engine=LONG), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=90, message="Ready")
+    ready_service(cluster, namespace, add_nodes, attach, health=FAST, engine=LONG)
     pod = live_pod(cluster, namespace, "svc")
     assert pod is not None
     base = f"http://{pod['status']['podIP']}:8000"
@@ -254,14 +251,11 @@ def test_healthy_512k_prefill_is_not_rolled(
 def test_drift_is_rolled_when_another_replica_serves(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
-    label_nodes(cluster, add_nodes(2), namespace)
-    attach()
     health = {
         **FAST,
         "drift": {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12},
     }
-    cluster.apply(example("svc", node_label=namespace, replicas=2, health=health), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready")
+    ready_service(cluster, namespace, add_nodes, attach, replicas=2, health=health)
     target = next(p for p in pods(cluster, namespace, "svc") if p["metadata"]["name"] == "svc-0")
     base = f"http://{target['status']['podIP']}:8000"
     stop = threading.Event()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,13 +28,7 @@ from tests.e2e.operator_fixtures import (
 
 AddNodes = Callable[[int], list[str]]
 
-
-@pytest.fixture(autouse=True)
-def delete_services_first(cluster: Cluster, namespace: str, add_nodes: AddNodes) -> Iterator[None]:
-    """Delete the test's services while the operator runs and before the test's nodes go: the finalizer
-    then goes at once, and the namespace deletion does not wait on the namespace controller's back-off."""
-    yield
-    cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
+pytestmark = pytest.mark.usefixtures("delete_services_first")
 
 
 def test_example_becomes_a_bound_npu_pod_a_service_and_a_ready_status(

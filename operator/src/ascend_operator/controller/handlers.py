@@ -8,7 +8,9 @@ instead of polling keeps reaction time low; the resync bounds how stale a missed
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -19,7 +21,7 @@ from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
-from ascend_operator.controller.reconcile import Context, ServiceMemory, reconcile
+from ascend_operator.controller.reconcile import Context, EventSink, ServiceMemory, reconcile
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
@@ -95,6 +97,31 @@ def pod_changed(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_
     _wake(memo, namespace, labels.get(LABEL_SERVICE))
 
 
+def _poster(body: kopf.Body) -> EventSink:
+    """Events about this service, posted by kopf."""
+
+    def post(type: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type, reason=reason, message=message)
+
+    return post
+
+
+async def _guarded(
+    run: Callable[[], Awaitable[object]], *, stopped: kopf.DaemonStopped, logger: kopf.Logger, what: str
+) -> None:
+    """Run one pass; an error is logged and followed by a back-off, never allowed to end the loop."""
+    try:
+        await run()
+        return
+    except kopf.TemporaryError as exc:
+        logger.info(f"{what} will be retried: {exc}")
+    except kopf.PermanentError as exc:
+        logger.warning(f"{what} failed: {exc}")
+    except Exception:  # a bug must not end the loop: log it, retry on the next pass
+        logger.exception(f"{what} raised; retrying on the next pass")
+    await stopped.wait(ERROR_BACKOFF_SECONDS)  # events may not hurry a failing pass
+
+
 async def _sleep(stopped: kopf.DaemonStopped, waker: asyncio.Event, seconds: float) -> None:
     """Wait until woken, stopped, or `seconds` pass. Polls the stop flag in short slices: cancelling a
     task that awaits kopf's own flag would cancel the flag's future and break kopf's daemon shutdown."""
@@ -121,25 +148,12 @@ async def service_loop(
     """The reconcile loop of one service; never lets an error end it."""
     waker = memo.wakers.setdefault((namespace, name), asyncio.Event())
 
-    def post(type: str, reason: str, message: str) -> None:
-        kopf.event(body, type=type, reason=reason, message=message)
-
-    ctx = Context(kube=memo.kube, events=post, now=utc_now)
+    ctx = Context(kube=memo.kube, events=_poster(body), now=utc_now)
     memory = service_memory(memo, body)
     try:
         while not stopped:
             waker.clear()
-            try:
-                await reconcile(body, ctx, memory)
-            except kopf.TemporaryError as exc:
-                logger.info(f"reconcile will be retried: {exc}")
-                await stopped.wait(ERROR_BACKOFF_SECONDS)  # events may not hurry a failing pass
-            except kopf.PermanentError as exc:
-                logger.warning(f"reconcile failed: {exc}")
-                await stopped.wait(ERROR_BACKOFF_SECONDS)
-            except Exception:  # a bug must not end the loop: log it, retry on the next pass
-                logger.exception("reconcile raised; retrying on the next pass")
-                await stopped.wait(ERROR_BACKOFF_SECONDS)
+            await _guarded(lambda: reconcile(body, ctx, memory), stopped=stopped, logger=logger, what="reconcile")
             await _sleep(stopped, waker, float(memo.resync_seconds))
     finally:
         memo.wakers.pop((namespace, name), None)
@@ -157,11 +171,7 @@ async def health_loop(
     **_: Any,
 ) -> None:
     """Judge the service's engines every scrape interval; never lets an error end it."""
-
-    def post(type: str, reason: str, message: str) -> None:
-        kopf.event(body, type=type, reason=reason, message=message)
-
-    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=post)
+    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body))
     state = MonitorState()
     interval = 5.0
     while not stopped:
@@ -171,18 +181,10 @@ async def health_loop(
             spec = None  # the reconcile loop reports it; nothing to judge against
         if spec is not None and namespace is not None:
             interval = spec.health.scrape_interval_seconds
-            try:
-                await health_pass(
-                    monitor,
-                    spec=spec,
-                    namespace=namespace,
-                    service=name,
-                    state=state,
-                    memory=service_memory(memo, body),
-                )
-                _wake(memo, namespace, name)
-            except (kopf.TemporaryError, kopf.PermanentError) as exc:
-                logger.info(f"health pass will be retried: {exc}")
-            except Exception:
-                logger.exception("health pass raised; retrying on the next pass")
+            memory = service_memory(memo, body)
+            run = functools.partial(
+                health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
+            )
+            await _guarded(run, stopped=stopped, logger=logger, what="health pass")
+            _wake(memo, namespace, name)  # the reconcile loop patches what the pass found
         await stopped.wait(interval)
