@@ -36,6 +36,10 @@ EPHEMERAL = (
     "etc/ascend-standin",
     "usr/bin/lspci",
     "var/lib/sudo",
+    # apt's binary caches, derived from dpkg's status: python-apt (the apt module, also in check mode)
+    # regenerates them when missing, as they are in the cached root; that changes nothing installed.
+    "var/cache/apt/pkgcache.bin",
+    "var/cache/apt/srcpkgcache.bin",
     # Seeded by start_node itself.
     "etc/hosts",
     "etc/hostname",

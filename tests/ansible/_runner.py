@@ -30,6 +30,8 @@ RECAP = re.compile(
     re.MULTILINE,
 )
 
+RESULT = re.compile(r"^(\w+): \[")
+
 # What the tests' stand-in node needs beyond a real node's inventory: it is Debian 12 (not on the vendor's
 # list, so it is admitted explicitly) and its stand-in driver ships modules, so no kernel headers.
 STANDIN_NODE_VARS: dict[str, Any] = {
@@ -91,8 +93,15 @@ class Run:
         found = []
         for i, line in enumerate(lines):
             if line.startswith(banner):
-                following = next((ln for ln in lines[i + 1 :] if ln.strip()), "")
-                found.append(following.split(":", 1)[0].strip())
+                # The first "<status>: [host]" line; 2.19 prints "[ERROR]: ..." and an origin before "fatal".
+                for following in lines[i + 1 :]:
+                    if following.startswith(("TASK [", "RUNNING HANDLER [", "PLAY ")):
+                        found.append("none")
+                        break
+                    status = RESULT.match(following)
+                    if status:
+                        found.append(status.group(1))
+                        break
         return found
 
 
