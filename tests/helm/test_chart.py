@@ -84,6 +84,14 @@ def test_single_replica_is_standalone_with_recreate(helm: Helm) -> None:
     assert not pick(objects, "KopfPeering")
 
 
+def test_zero_replicas_installs_rbac_for_an_operator_run_elsewhere(helm: Helm) -> None:
+    objects = helm.template(sets=["replicaCount=0"])
+    assert one(objects, "Deployment")["spec"]["replicas"] == 0
+    assert pick(objects, "ServiceAccount")
+    assert pick(objects, "ClusterRole")
+    assert not pick(objects, "ClusterKopfPeering")
+
+
 def test_chart_args_are_ones_aisctl_operator_accepts(helm: Helm) -> None:
     for values in CI_VALUES:
         container = operator_container(helm.template(values))

@@ -41,7 +41,7 @@ def test_unknown_key_is_rejected_naming_the_key(helm: Helm, flag: str, named: st
 @pytest.mark.parametrize(
     "flag",
     [
-        "replicaCount=0",
+        "replicaCount=-1",
         "replicaCount=two",
         "operator.watchNamespaces={Bad_NS}",
         "operator.logLevel=LOUD",
