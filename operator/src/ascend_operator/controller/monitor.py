@@ -197,14 +197,16 @@ async def _rolls(
     return overrides
 
 
+#: Pod findings shown on the service's Degraded condition, most serious first.
+DEGRADING_REASONS = ("ConfigMismatch", "Stalled")
+
+
 def _overrides(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> list[tuple[str, str, str, str]]:
-    found = [(p, verdicts[p.uid]) for p in pods if p.uid in verdicts]
-    mismatch = next(((p, v) for p, v in found if v.reason == "ConfigMismatch"), None)
-    if mismatch:
-        return [("Degraded", "True", "ConfigMismatch", f"pod {mismatch[0].name}: {mismatch[1].message}")]
-    stalled = next(((p, v) for p, v in found if v.reason == "Stalled"), None)
-    if stalled:
-        return [("Degraded", "True", "Stalled", f"pod {stalled[0].name}: {stalled[1].message}")]
+    judged = [(p, verdicts[p.uid]) for p in pods if p.uid in verdicts]
+    for reason in DEGRADING_REASONS:
+        for pod, verdict in judged:
+            if verdict.reason == reason:
+                return [("Degraded", "True", reason, f"pod {pod.name}: {verdict.message}")]
     return []
 
 

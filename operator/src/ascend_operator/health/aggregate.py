@@ -8,7 +8,7 @@ length is 1 + accepted / drafts and per-position acceptance is accepted-at-posit
 from collections.abc import Sequence
 from typing import Any
 
-from ascend_operator.health.rates import acceptance, bucket_delta, increase, quantile
+from ascend_operator.health.rates import acceptance, bucket_delta, increase, quantile, rate
 from ascend_operator.health.samples import Buckets, EngineSample
 
 #: Seconds of scrapes the figures are computed over.
@@ -31,7 +31,7 @@ def service_metrics(pods: Sequence[Sequence[EngineSample]], *, now: float) -> di
     windows = [w for w in (_recent(p, now) for p in pods) if len(w) >= 2]
     if not windows:
         return {"metrics": None, "tokensPerSecondDisplay": None, "kvCacheUsageDisplay": None}
-    tokens = sum(increase(w, lambda s: s.generation_tokens) / (w[-1].t - w[0].t) for w in windows if w[-1].t > w[0].t)
+    tokens = sum(r for w in windows if (r := rate(w, lambda s: s.generation_tokens)) is not None)
     ttft: Buckets = ()
     tpot: Buckets = ()
     for w in windows:

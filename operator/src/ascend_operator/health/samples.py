@@ -5,7 +5,6 @@ vllm/v1/spec_decode/metrics.py); series of several engines in one pod (DP > 1) a
 usage take the highest engine, because one full engine is what stalls.
 """
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client.metrics_core import Metric
@@ -104,8 +103,3 @@ def parse_metrics(text: str, *, t: float) -> EngineSample:
 def progress_counters(sample: EngineSample) -> tuple[float, float, float]:
     """The counters whose advance is forward progress."""
     return (sample.prompt_tokens, sample.generation_tokens, sample.iterations)
-
-
-def latest(samples: Iterable[EngineSample]) -> EngineSample | None:
-    """The most recent sample."""
-    return max(samples, key=lambda s: s.t, default=None)
