@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -188,7 +189,10 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
                              path=demo.workdir / "operator.kubeconfig")  # fmt: skip
     env = {"KUBECONFIG": str(cluster.kubeconfig)}
     # all namespaces, as the chart's default (cluster-wide) RBAC grants
-    demo.spawn("operator", ["operator", "--liveness", "http://127.0.0.1:18079/healthz", "--resync-seconds", "5"],
+    with socket.socket() as s:  # a free port, so two demos (or a demo beside the tests) never collide
+        s.bind(("127.0.0.1", 0))
+        liveness = f"http://127.0.0.1:{s.getsockname()[1]}/healthz"
+    demo.spawn("operator", ["operator", "--liveness", liveness, "--resync-seconds", "5"],
                {"KUBECONFIG": str(token)})  # fmt: skip
     sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
     demo.spawn("simulators", ["sim", "attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env)
