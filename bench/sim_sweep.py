@@ -18,10 +18,10 @@ import time
 
 import aiohttp
 
-from ascend_operator.sim import calibration as cal
-from ascend_operator.sim.args import parse_serve_args
-from ascend_operator.sim.cli import Running, launch
-from ascend_operator.sim.loadgen import complete, run_point, scrape_totals
+from aissim import calibration as cal
+from aissim.args import parse_serve_args
+from aissim.cli import Running, launch
+from aissim.loadgen import complete, run_point, scrape_totals
 
 SPEC = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
 

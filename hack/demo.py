@@ -4,7 +4,7 @@
 1. build (or reuse) the control plane and start it with one fake Atlas 800 A2 node;
 2. install the CRDs and RBAC from the Helm chart and run the operator with its ServiceAccount's token;
 3. apply examples/dsv4-flash.yaml unchanged except the image (the simulator stands in for the engine);
-4. run the engine simulator for the pod on its 127.x IP with the pod's rendered args (`aisctl sim attach`);
+4. run the engine simulator for the pod on its 127.x IP with the pod's rendered args (`aissim attach`);
 5. show `kubectl get ais` going from Progressing to Ready with live tokens/s and KV usage under load;
 6. inject the seed's long-context stall (KV past 97.5%, no forward progress, /health still 200): the
    detector's finding, the roll and its reason, Ready again;
@@ -38,7 +38,7 @@ from tests.helm.operator_proc import token_kubeconfig  # noqa: E402
 
 NAMESPACE = "ascend-demo"
 NAME = "dsv4-flash"
-SIM_IMAGE = "ascend-inference-operator:dev"  # the operator image carries the simulator as `vllm`
+SIM_IMAGE = "aissim:dev"  # simulator/Dockerfile's image: its `vllm` is the simulator
 CHART = ROOT / "charts" / "ascend-inference-operator"
 RELEASE = "ascend-operator"
 SYSTEM_NAMESPACE = "ascend-system"
@@ -61,10 +61,11 @@ class Demo:
         self.timeline.append((elapsed, text))
         print(f"[{elapsed:6.1f}s] {text}", flush=True)
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def spawn(self, name: str, args: list[str], env: dict[str, str], *, program: str = "ascend_operator.cli.main"
+              ) -> subprocess.Popen[bytes]:  # fmt: skip
         log = (self.workdir / f"{name}.log").open("ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ascend_operator.cli.main", *args], env={**os.environ, **env}, stdout=log,
+            [sys.executable, "-m", program, *args], env={**os.environ, **env}, stdout=log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         self.procs.append(proc)
@@ -195,7 +196,8 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     demo.spawn("operator", ["operator", "--liveness", liveness, "--resync-seconds", "5"],
                {"KUBECONFIG": str(token)})  # fmt: skip
     sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
-    demo.spawn("simulators", ["sim", "attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env)
+    demo.spawn("simulators", ["attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env,
+               program="aissim")  # fmt: skip
     demo.step(f"operator running with ServiceAccount {account}'s token; simulators attached (logs in {demo.workdir})")
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     body = yaml.safe_load((ROOT / "examples" / "dsv4-flash.yaml").read_text())

@@ -55,6 +55,9 @@ kubectl get node "$worker" -o jsonpath='{.status.allocatable.huawei\.com/Ascend9
 echo "== operator image $image" >&2
 docker build -t "$image" -f operator/Dockerfile .
 kind load docker-image "$image" --name "$cluster"
+# The stand-in engine for pods that land on the real kind worker: its `vllm` is the simulator.
+docker build -t "${AIS_SIM_IMAGE:-aissim:e2e}" -f simulator/Dockerfile .
+kind load docker-image "${AIS_SIM_IMAGE:-aissim:e2e}" --name "$cluster"
 
 echo "== CRDs" >&2
 kubectl apply -f crds/

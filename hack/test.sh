@@ -7,8 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash hack/venv.sh
 echo "== ruff" >&2
-.venv/bin/ruff check operator tests bench
-.venv/bin/ruff format --check operator tests bench
+.venv/bin/ruff check operator simulator tests bench
+.venv/bin/ruff format --check operator simulator tests bench
 echo "== mypy --strict" >&2
 .venv/bin/mypy
 echo "== pytest" >&2

@@ -1,6 +1,6 @@
 """Fixtures that run the product against the session's cluster: the CRD, the operator, the simulators.
 
-The operator and `aisctl sim attach` run as subprocesses exactly as a user starts them, bound to the
+The operator and `aissim attach` run as subprocesses exactly as a user starts them, bound to the
 session's kubeconfig, and are stopped by PID at teardown. Import the fixtures into a test module.
 """
 
@@ -46,10 +46,14 @@ class Proc:
         return self.log.read_text(errors="replace")
 
 
-def start(args: list[str], *, log: Path, env: dict[str, str] | None = None) -> Proc:
+#: `python -m` targets: the operator's CLI (aisctl) and the simulator's (aissim), two distributions.
+AISCTL, AISSIM = "ascend_operator.cli.main", "aissim"
+
+
+def start(args: list[str], *, log: Path, env: dict[str, str] | None = None, program: str = AISCTL) -> Proc:
     out = log.open("ab")
     popen = subprocess.Popen(
-        [sys.executable, "-m", "ascend_operator.cli.main", *args],
+        [sys.executable, "-m", program, *args],
         env={**os.environ, **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
@@ -96,10 +100,11 @@ def operator(cluster: Cluster, crd: None, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="module")
 def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
-    """`aisctl sim attach`: a simulator per engine pod, on the pod's IP with the pod's args."""
+    """`aissim attach`: a simulator per engine pod, on the pod's IP with the pod's args."""
     logs = tmp_path_factory.mktemp("sims")
     proc = start(
-        ["sim", "attach", "--log-dir", str(logs), "--interval", "0.3"],
+        ["attach", "--log-dir", str(logs), "--interval", "0.3"],
+        program=AISSIM,
         log=logs / "attach.log",
         env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
     )

@@ -1,6 +1,6 @@
 """Issue 5 end to end: canary readiness, config check, stall and drift rolls, against simulated engines.
 
-Each test runs its own `aisctl sim attach` for its namespace, so a test can start its engines with a
+Each test runs its own `aissim attach` for its namespace, so a test can start its engines with a
 fault (slow start, dropped args) without touching other tests. Health windows are shortened through
 `spec.health`, exactly as a user would tune them.
 """
@@ -19,6 +19,7 @@ import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
+    AISSIM,
     SIM_TIME_SCALE,
     Proc,
     ais,
@@ -50,12 +51,13 @@ FAST = {
 
 @pytest.fixture
 def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
-    """`attach(**env)` starts `aisctl sim attach` for this test's namespace with extra AIS_SIM_* env."""
+    """`attach(**env)` starts `aissim attach` for this test's namespace with extra AIS_SIM_* env."""
     started: list[Proc] = []
 
     def run(**env: str) -> Proc:
         proc = start(
-            ["sim", "attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+            ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+            program=AISSIM,
             log=tmp_path / "attach.log",
             env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
         )

@@ -16,9 +16,9 @@ import yaml
 from kopf._cogs.structs import references
 from prometheus_client.parser import text_string_to_metric_families
 
+from aissim.metrics import VllmMetrics
 from ascend_operator.api.crd import build_crd
 from ascend_operator.controller.monitor import REFUSED, ROLLS
-from ascend_operator.sim.metrics import VllmMetrics
 from tests.helm.chart import CHART, ROOT, Helm, one
 
 KSM_SERIES = {"kube_pod_status_ready", "kube_pod_labels", "up"}

@@ -87,18 +87,27 @@ def test_entry_point_is_the_aisctl_console_script_and_cmd_is_a_subcommand() -> N
 
 
 def test_documented_commands_exist() -> None:
-    # the simulator goes through aisctl's `sim` dispatch; the canary is a runnable module
-    from ascend_operator.cli.main import cmd_sim
-
-    assert callable(cmd_sim)
-    assert importlib.util.find_spec("ascend_operator.sim.cli") is not None
+    # the canary is a runnable module of the operator package
     probe = importlib.util.find_spec("ascend_operator.health.probe")
     assert probe is not None
     assert probe.origin
     assert 'if __name__ == "__main__":' in Path(probe.origin).read_text()
     header = DOCKERFILE.read_text()
-    assert "aisctl sim serve" in header
     assert "python -m ascend_operator.health.probe" in header
+
+
+def test_operator_image_cannot_impersonate_an_engine() -> None:
+    """No `vllm` in the operator image and no simulator in its package: an AIS that names the operator image
+    by mistake must fail to start, not serve plausible fake metrics and pass the canary."""
+    text = DOCKERFILE.read_text()
+    assert "vllm" not in "".join(rest for word, rest in _instructions() if word in ("RUN", "COPY"))
+    assert "simulator" not in "".join(rest for word, rest in _instructions() if word == "COPY")
+    assert importlib.util.find_spec("ascend_operator.sim") is None
+    assert "/opt/ais/bin/vllm" not in text
+    package = Path(importlib.util.find_spec("ascend_operator").origin or "").parent  # type: ignore[union-attr]
+    imports = re.compile(r"^\s*(from|import)\s+aissim\b", re.M)
+    offenders = [p for p in package.rglob("*.py") if imports.search(p.read_text())]
+    assert not offenders, f"the operator imports the simulator: {offenders}"
 
 
 def test_base_image_is_pinned_and_user_is_the_charts_non_root_uid() -> None:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 
-from ascend_operator.sim.args import parse_serve_args
-from ascend_operator.sim.cli import Running, launch
-from ascend_operator.sim.loadgen import scrape_totals
+from aissim.args import parse_serve_args
+from aissim.cli import Running, launch
+from aissim.loadgen import scrape_totals
 
 SPEC7 = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
 MODEL = "deepseek-v4-flash"
@@ -138,9 +138,9 @@ _LISTEN = re.compile(r"bound (\S+):(\d+);")
 
 
 def popen_sim(argv: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """Start `python -m ascend_operator.sim serve ...` without waiting for it."""
+    """Start `python -m aissim serve ...` without waiting for it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "ascend_operator.sim", "serve", *argv],
+        [sys.executable, "-m", "aissim", "serve", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_operator.sim.args import ArgsError, parse_serve_args
-from ascend_operator.sim.cli import apply_bind_env
+from aissim.args import ArgsError, parse_serve_args
+from aissim.cli import apply_bind_env
 
 # FACTS.md "Production profile (final)", as a shell would pass it (quotes removed by the shell).
 PRODUCTION = [

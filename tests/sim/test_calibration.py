@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_operator.sim import calibration as cal
-from ascend_operator.sim.args import parse_serve_args
-from ascend_operator.sim.cli import startup_error
-from ascend_operator.sim.kvcache import KVPool
-from ascend_operator.sim.specdecode import AcceptanceStream
+from aissim import calibration as cal
+from aissim.args import parse_serve_args
+from aissim.cli import startup_error
+from aissim.kvcache import KVPool
+from aissim.specdecode import AcceptanceStream
 
 
 def test_kv_pool_matches_the_seed_budget_and_scales_with_memory_utilization() -> None:

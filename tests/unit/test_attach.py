@@ -1,10 +1,10 @@
-"""`aisctl sim attach` starts a simulator for exactly the pods a kubelet would run, with their own args."""
+"""`aissim attach` starts a simulator for exactly the pods a kubelet would run, with their own args."""
 
 from typing import Any
 
+from aissim.attach import target_of
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.render.pod import Owner, build_pod
-from ascend_operator.sim.attach import target_of
 
 
 def running(pod: dict[str, Any], ip: str = "127.10.0.7") -> dict[str, Any]:

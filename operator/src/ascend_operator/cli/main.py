@@ -76,18 +76,6 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sim(rest: list[str]) -> int:
-    # imported on use: the operator never needs the simulator
-    if rest[:1] == ["attach"]:
-        from ascend_operator.sim.attach import main as attach_main
-
-        return attach_main(rest[1:])
-    from ascend_operator.sim.cli import main as sim_main
-
-    code: int = sim_main(rest)
-    return code
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aisctl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,16 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("docs", help="print the API reference table (Markdown) that README.md carries")
     docs.set_defaults(func=cmd_docs)
     operator_cmd.add_parser(sub)
-    sub.add_parser(
-        "sim", help="the engine simulator: `aisctl sim serve <vllm serve args>` | `aisctl sim attach`", add_help=False
-    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["sim"]:
-        return cmd_sim(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -1,7 +1,7 @@
-"""`aisctl sim attach`: give every engine pod of a (KWOK) cluster a simulator, as a kubelet would a container.
+"""`aissim attach`: give every engine pod of a (KWOK) cluster a simulator, as a kubelet would a container.
 
 It watches the pods the operator owns through the kubeconfig and, for each running pod with an IP,
-starts `aisctl sim serve` with the pod's own rendered args, bound to the pod's 127.x IP and engine port.
+starts `aissim serve` with the pod's own rendered args, bound to the pod's 127.x IP and engine port.
 When the pod goes (or is replaced), its simulator is stopped; a simulator that exits (the `crash` fault)
 is restarted after a short back-off, as the kubelet restarts a container. Tests, the demo and users share
 this command. Simulator settings reach the children through the AIS_SIM_* environment (see sim/cli.py).
@@ -24,7 +24,7 @@ from kubernetes import client, config
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.render.pod import ENGINE_CONTAINER
 
-log = logging.getLogger("ascend_operator.sim.attach")
+log = logging.getLogger("aissim.attach")
 RESTART_BACKOFF_SECONDS = 1.0
 
 
@@ -65,7 +65,7 @@ def target_of(pod: Mapping[str, Any]) -> Target | None:
 
 
 def spawn(target: Target, *, log_dir: Path | None) -> subprocess.Popen[bytes]:
-    """Start `aisctl sim serve <pod args>` on the pod's address."""
+    """Start `aissim serve <pod args>` on the pod's address."""
     env = {**os.environ, "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
     out: Any = subprocess.DEVNULL
     if log_dir is not None:
@@ -73,7 +73,7 @@ def spawn(target: Target, *, log_dir: Path | None) -> subprocess.Popen[bytes]:
         out = (log_dir / f"{target.namespace}_{target.name}_{target.uid[:8]}.log").open("ab")
     log.info("sim for %s/%s on %s:%d", target.namespace, target.name, target.ip, target.port)
     return subprocess.Popen(
-        [sys.executable, "-m", "ascend_operator.sim", *target.args], env=env, stdout=out, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "aissim", *target.args], env=env, stdout=out, stderr=subprocess.STDOUT
     )
 
 
@@ -139,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point for `aisctl sim attach`."""
-    parser = argparse.ArgumentParser(prog="aisctl sim attach", description=__doc__)
+    """Entry point for `aissim attach`."""
+    parser = argparse.ArgumentParser(prog="aissim attach", description=__doc__)
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG or ~/.kube/config)")
     parser.add_argument("-n", "--namespace", default=None, help="only pods of this namespace")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between pod listings")

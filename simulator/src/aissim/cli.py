@@ -1,4 +1,4 @@
-"""`aisctl sim serve <vllm serve args...>`: start the engine simulator the way `vllm serve` starts.
+"""`aissim serve <vllm serve args...>`: start the engine simulator the way `vllm serve` starts.
 
 Why this module exists: the simulator is the engine for tests, the local demo and users without NPUs, and
 it must start from a rendered pod's args unchanged. Start-up follows vLLM's order: the listening socket is
@@ -26,15 +26,15 @@ from dataclasses import dataclass, replace
 
 from aiohttp import web
 
-from ascend_operator.sim import calibration as cal
-from ascend_operator.sim.args import ArgsError, SimConfig, parse_serve_args
-from ascend_operator.sim.engine import SimEngine
-from ascend_operator.sim.faults import FaultError, parse_fault_flag
-from ascend_operator.sim.server import ExitFn, build_app, schedule_crash
+from aissim import calibration as cal
+from aissim.args import ArgsError, SimConfig, parse_serve_args
+from aissim.engine import SimEngine
+from aissim.faults import FaultError, parse_fault_flag
+from aissim.server import ExitFn, build_app, schedule_crash
 
-log = logging.getLogger("ascend_operator.sim")
+log = logging.getLogger("aissim")
 
-USAGE = """usage: aisctl sim serve MODEL [vllm serve flags...] [--sim-* flags]
+USAGE = """usage: aissim serve MODEL [vllm serve flags...] [--sim-* flags]
 
 Simulator flags (env var used when the flag is absent):
   --sim-time-scale F            engine seconds per wall second (AIS_SIM_TIME_SCALE, default 1)
@@ -162,12 +162,16 @@ async def serve(cfg: SimConfig) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point for `aisctl sim ...` (argv starts after `sim`)."""
+    """Entry point for `aissim serve ...` and `aissim attach ...` (argv after the program name)."""
+    if argv[:1] == ["attach"]:
+        from aissim.attach import main as attach_main  # imported on use: only attach needs the kubernetes client
+
+        return attach_main(argv[1:])
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, file=sys.stdout)
         return 0 if argv else 2
     if argv[0] != "serve":
-        print(f"aisctl sim: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
+        print(f"aissim: unknown command {argv[0]!r}\n{USAGE}", file=sys.stderr)
         return 2
     if len(argv) > 1 and argv[1] in ("-h", "--help"):
         print(USAGE, file=sys.stdout)
@@ -178,6 +182,11 @@ def main(argv: list[str]) -> int:
         for spec in cfg.sim.faults:
             parse_fault_flag(spec)
     except (ArgsError, FaultError) as err:
-        print(f"aisctl sim serve: {err}", file=sys.stderr)
+        print(f"aissim serve: {err}", file=sys.stderr)
         return 2
     return asyncio.run(serve(cfg))
+
+
+def console() -> None:
+    """The `aissim` console script."""
+    sys.exit(main(sys.argv[1:]))

@@ -17,14 +17,14 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from ascend_operator.sim import calibration as cal
-from ascend_operator.sim.args import SimConfig
-from ascend_operator.sim.faults import FaultState
-from ascend_operator.sim.kvcache import KVPool, PrefixCache
-from ascend_operator.sim.metrics import VllmMetrics, cache_config_info
-from ascend_operator.sim.scheduler import Scheduler, SimRequest
-from ascend_operator.sim.specdecode import AcceptanceStream
-from ascend_operator.sim.tokens import PromptTokens, natural_length
+from aissim import calibration as cal
+from aissim.args import SimConfig
+from aissim.faults import FaultState
+from aissim.kvcache import KVPool, PrefixCache
+from aissim.metrics import VllmMetrics, cache_config_info
+from aissim.scheduler import Scheduler, SimRequest
+from aissim.specdecode import AcceptanceStream
+from aissim.tokens import PromptTokens, natural_length
 
 MAX_LAG_WALL_S = 0.02  # behind schedule by more than this (wall seconds): slow the clock, never jump
 

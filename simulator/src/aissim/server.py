@@ -27,12 +27,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ascend_operator.sim import openai, tokens
-from ascend_operator.sim.calibration import VLLM_VERSION
-from ascend_operator.sim.engine import SimEngine
-from ascend_operator.sim.faults import Fault, FaultError, parse_fault_json
+from aissim import openai, tokens
+from aissim.calibration import VLLM_VERSION
+from aissim.engine import SimEngine
+from aissim.faults import Fault, FaultError, parse_fault_json
 
-log = logging.getLogger("ascend_operator.sim")
+log = logging.getLogger("aissim")
 
 ExitFn = Callable[[int], None]
 

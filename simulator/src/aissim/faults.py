@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascend_operator.sim.calibration import DRIFT_FRACTION, DRIFT_PERIOD_S, STALL_KV_THRESHOLD
+from aissim.calibration import DRIFT_FRACTION, DRIFT_PERIOD_S, STALL_KV_THRESHOLD
 
 RUNTIME_FAULTS = ("stall-at-kv", "hang", "drift", "crash")
 START_ONLY_FAULTS = ("slow-start", "drop-args")

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ascend_operator.sim import tokens
-from ascend_operator.sim.args import SimConfig
+from aissim import tokens
+from aissim.args import SimConfig
 
 
 class ApiError(Exception):

@@ -4,8 +4,12 @@ Why this package exists: there is no NPU here, yet health checks, detectors, the
 demo all need an engine that speaks vLLM's HTTP API and metrics exactly, behaves like the seed's engine
 under load, and can be made to stall, hang, drift, crash, load slowly or lose its speculative config.
 
+Its own distribution (simulator/pyproject.toml, console script `aissim`), never a dependency of the operator:
+nothing in ascend_operator imports it, and the operator image has no `vllm` command that could impersonate an
+engine. It depends on the operator's package only for the pod conventions `aissim attach` reads.
+
 Where to look:
-- start it: `aisctl sim serve <vllm serve args>` or `python -m ascend_operator.sim serve ...` (cli.py has
+- start it: `aissim serve <vllm serve args>` or `python -m aissim serve ...` (cli.py has
   the `--sim-*` flags and AIS_SIM_* env vars; unknown vLLM flags are accepted and recorded);
 - routes and the fault API (`/sim/faults`, `/sim/state`): server.py;
 - every calibrated figure, with its source in FACTS.md: calibration.py;

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from ascend_operator.sim.calibration import KV_POOL_TOKENS_PER_CONTEXT_TOKEN
+from aissim.calibration import KV_POOL_TOKENS_PER_CONTEXT_TOKEN
 
 
 def blocks_for(tokens: int, block_size: int) -> int:

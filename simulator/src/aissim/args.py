@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.sim.calibration import REFERENCE_UTILIZATION
+from aissim.calibration import REFERENCE_UTILIZATION
 
 # vLLM flags that take no value (BooleanOptionalAction or store_true in vLLM's EngineArgs / frontend args).
 _BOOL_FLAGS = (
@@ -181,7 +181,7 @@ def _join_drop_args(argv: list[str]) -> list[str]:
 
 
 def _sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="aisctl sim serve", add_help=False, allow_abbrev=False, exit_on_error=False)
+    p = argparse.ArgumentParser(prog="aissim serve", add_help=False, allow_abbrev=False, exit_on_error=False)
     p.add_argument("--sim-time-scale", type=float)
     p.add_argument("--sim-acceptance-profile", choices=("real", "synthetic"))
     p.add_argument("--sim-fault", action="append", default=[])

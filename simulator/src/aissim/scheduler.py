@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ascend_operator.sim import calibration as cal
-from ascend_operator.sim.kvcache import KVPool, PrefixCache
-from ascend_operator.sim.metrics import FinishedRequest, IterationRecord
-from ascend_operator.sim.specdecode import AcceptanceStream
-from ascend_operator.sim.tokens import PromptTokens
+from aissim import calibration as cal
+from aissim.kvcache import KVPool, PrefixCache
+from aissim.metrics import FinishedRequest, IterationRecord
+from aissim.specdecode import AcceptanceStream
+from aissim.tokens import PromptTokens
 
 
 @dataclass(eq=False)
