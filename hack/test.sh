@@ -5,6 +5,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Cold caches: start the slow builds (control plane, Ansible test roots) now, beside the venv, lint and the quick
+# suites; the fixtures that need them call the same scripts, which wait on the build's lock and then find the
+# stamps. Warm, each only checks its stamps. Their output goes to a log that is printed if a build fails.
+# If a check fails first, the builds go on filling the cache for the next run.
+prefetch_log="$(mktemp -t ais-prefetch.XXXXXX)"
+bash hack/build-k8s.sh >/dev/null 2>>"$prefetch_log" &
+prefetch=($!)
+for arch in arm64 amd64; do
+  bash hack/ansible-root.sh "$arch" >/dev/null 2>>"$prefetch_log" &
+  prefetch+=($!)
+done
 bash hack/venv.sh
 echo "== ruff" >&2
 .venv/bin/ruff check operator simulator tests bench
@@ -15,6 +26,10 @@ echo "== pytest" >&2
 set +e
 .venv/bin/pytest "$@"
 rc=$?
+for pid in "${prefetch[@]}"; do
+  wait "$pid" || { echo "a background build failed:" >&2; tail -n 40 "$prefetch_log" >&2; }
+done
+rm -f "$prefetch_log"
 set -e
 # pytest exits 5 when it collected no test: that is a broken suite here, not a pass.
 if [[ $rc -eq 5 ]]; then
