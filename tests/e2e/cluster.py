@@ -90,6 +90,8 @@ class Cluster:
     def add_nodes(self, count: int) -> list[str]:
         """Add `count` fake Atlas 800 A2 nodes (8 x huawei.com/Ascend910 each), wait until Ready."""
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "AIS_KUBECTL": self.kubectl_bin}
+        if self.state_dir is not None:  # its pod net (127.<net>.<node>.x) is recorded in its state dir
+            env["AIS_CLUSTER_DIR"] = str(self.state_dir)
         # A cluster we did not start (kind) allocates node pod CIDRs itself and rejects 127.x ones.
         own = [] if self.state_dir is not None else ["--no-pod-cidr"]
         cmd = [str(LOCAL_CLUSTER), "add-nodes", str(count), *own]
