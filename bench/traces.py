@@ -96,14 +96,16 @@ def steady(
 def long_prefill(
     context: int, *, pool: int = KV_POOL, stall_at_kv: float | None = None, interval: float = 5.0, tail: float = 120.0
 ) -> Trace:
-    """One request of `context` tokens: chunked prefill (KV grows, counters still), then decode.
+    """One request of `context` tokens: chunked prefill, then decode, on vLLM 0.25.1's semantics: while the
+    prefill runs no counter moves (iteration stats only for steps with outputs, prompt tokens at prefill
+    completion) and only the KV gauge climbs chunk by chunk; at completion prompt tokens jump by `context`
+    and the first token and step are counted.
 
     With `stall_at_kv`, forward progress stops once KV passes it (the seed's 512K run at 97.5%).
     """
     eng = Engine()
     out = [eng.sample(running=0)]
     duration = PREFILL_512K_SECONDS * (context / 524_288) ** 1.2
-    chunks = math.ceil(context / MBT)
     filled = 0.0
     while eng.t < duration + tail:
         eng.t += interval
@@ -116,10 +118,10 @@ def long_prefill(
                 continue
             filled = target
             eng.kv = kv_now
-            eng.iters += interval / (duration / chunks)
             if filled >= context:
                 eng.prompt += context
                 eng.gen += 1
+                eng.iters += 1
         else:
             eng.iters += interval / step_seconds(1)
             eng.gen += interval / step_seconds(1)

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from ascend_operator.api.health import CanarySpec, HealthSpec
-from ascend_operator.health.judge import PodHealth, fold_canary, fold_sample, judge, mark_ready
+from ascend_operator.health.judge import CanaryOutcome, PodHealth, fold_canary, fold_sample, judge, mark_ready
 from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
 
@@ -18,7 +18,7 @@ def healthy() -> PodHealth:
     state = PodHealth(mismatches=())
     for i in range(4):
         state = fold_sample(state, busy(i * 5.0, i * 100.0), cfg=CFG)
-    return fold_canary(state, ok=True, before=None, now=15.0)
+    return fold_canary(state, CanaryOutcome(ok=True, before=None, after=None, ended=15.0))
 
 
 def test_healthy_pod_is_ready() -> None:
@@ -51,19 +51,22 @@ def test_stall_asks_for_a_roll() -> None:
 
 
 def test_canary_failures_count_only_without_progress() -> None:
-    state = healthy()
+    state = replace(healthy(), canary_failures=2)
     before = state.samples[-1]
-    progressed = fold_sample(state, busy(20.0, 500.0), cfg=CFG)
-    assert fold_canary(progressed, ok=False, before=before, now=20.0).canary_failures == 0
+    queued = CanaryOutcome(ok=False, before=before, after=busy(20.0, 500.0), ended=20.0)
+    assert queued.queued
+    assert fold_canary(state, queued).canary_failures == 0
     stuck = state
     for _ in range(3):
-        stuck = fold_canary(stuck, ok=False, before=stuck.samples[-1], now=20.0)
-    assert stuck.canary_failures == 3
+        stuck = fold_canary(stuck, CanaryOutcome(ok=False, before=before, after=replace(before, t=20.0), ended=20.0))
+    assert stuck.canary_failures == 5
     assert judge(replace(stuck, ready_since=1.0), now=16.0, cfg=CFG).reason == "CanaryFailing"
 
 
 def test_first_canary_must_pass_before_ready() -> None:
-    state = fold_canary(replace(healthy(), last_canary=None), ok=False, before=None, now=15.0)
+    state = fold_canary(
+        replace(healthy(), last_canary=None), CanaryOutcome(ok=False, before=None, after=None, ended=15.0)
+    )
     assert judge(state, now=16.0, cfg=CFG).reason == "AwaitingCanary"
 
 

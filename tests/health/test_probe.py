@@ -1,26 +1,35 @@
-"""The kubelet canary probe against a real simulator: ready only when tokens come back or work advances."""
+"""The kubelet canary probe against a real simulator: ready only when tokens come back or work advances.
+
+Each probe runs the rendered source exactly as the pod's readinessProbe does (`python3 -c <source> ...`),
+with `-S` so this package is not importable: the source must carry the progress definition itself.
+"""
 
 import ast
 import asyncio
 import sys
 from pathlib import Path
 
-from ascend_operator.health import probe
+from ascend_operator.health import probe, progress
+from ascend_operator.render.probes import probe_source
 from tests.sim.conftest import MODEL, SimFactory, base_args, sim  # noqa: F401  (a fixture of tests/sim)
-
-PROBE = Path(probe.__file__)
 
 
 def test_probe_imports_only_the_standard_library() -> None:
-    tree = ast.parse(PROBE.read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= sys.stdlib_module_names
+    for module in (probe, progress):
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {
+            n.module.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and not n.module.startswith("ascend_operator.health.")
+        }
+        assert names <= sys.stdlib_module_names, module.__name__
 
 
 async def _probe(host: str, port: int, timeout: float = 5.0) -> int:
     argv = [str(port), MODEL, "4", str(timeout), "Reply with OK.", host]
-    return await asyncio.to_thread(probe.main, argv)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-S", "-c", probe_source(), *argv)
+    return await proc.wait()
 
 
 async def test_healthy_engine_is_ready(sim: SimFactory) -> None:
@@ -54,3 +63,17 @@ async def test_busy_engine_with_a_queued_canary_stays_ready(sim: SimFactory) -> 
         for task in load:
             task.cancel()
         await asyncio.gather(*load, return_exceptions=True)
+
+
+async def test_canary_behind_a_lone_long_prefill_stays_ready(sim: SimFactory) -> None:
+    # Real time (scale 1): a 256K prompt prefills for ~55 s in 8192-token chunks. On vLLM's semantics no token
+    # counter and no iteration count moves until it completes; only the KV gauge does, and that is progress.
+    s = await sim(base_args(scale=1.0))
+    long = asyncio.create_task(s.complete(sim_prompt_tokens=262_144, max_tokens=4, ignore_eos=True))
+    try:
+        await asyncio.sleep(3.0)
+        assert await _probe(s.running.host, s.running.port, timeout=2.0) == 0
+        assert not long.done()  # still prefilling: the probe passed during the prefill, not after it
+    finally:
+        long.cancel()
+        await asyncio.gather(long, return_exceptions=True)

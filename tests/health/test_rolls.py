@@ -42,12 +42,36 @@ CASES = [
     ("rolls older than an hour do not count", "a-0", RollReason.STALLED, TWO_READY, [NOW - 4000] * 3, "Allowed"),
     ("cooldown after the last roll", "a-0", RollReason.STALLED, TWO_READY, [NOW - 300], "Cooldown"),
     (
-        "one replica at a time",
+        "planned rolls go one replica at a time",
         "a-0",
-        RollReason.STALLED,
+        RollReason.DRIFT,
         pods(("a-0", True, False, OLD), ("a-1", False, False, OLD)),
         [],
         "AnotherReplicaOut",
+    ),
+    (
+        "two stalled replicas do not hold each other out",
+        "a-0",
+        RollReason.STALLED,
+        pods(("a-0", False, False, OLD), ("a-1", False, False, OLD)),
+        [],
+        "Allowed",
+    ),
+    (
+        "a stall never waits behind a healthy replica's planned roll",
+        "a-0",
+        RollReason.STALLED,
+        pods(("a-0", False, False, OLD), ("a-1", True, True, OLD), ("a-2", False, False, NOW - 60)),
+        [NOW - 700],
+        "Allowed",
+    ),
+    (
+        "the second of two stalls waits out the cooldown",
+        "a-1",
+        RollReason.STALLED,
+        pods(("a-0", False, False, NOW - 60), ("a-1", False, False, OLD)),
+        [NOW - 60],
+        "Cooldown",
     ),
     (
         "a terminating replica counts as out",
@@ -87,6 +111,25 @@ def test_roll_policy(pod: str, reason: RollReason, states: list[PodState], histo
     assert decision.rule == rule
     assert decision.allowed is (rule == "Allowed")
     assert decision.message
+
+
+def test_two_simultaneous_stalls_are_both_rolled_within_two_cooldowns() -> None:
+    """Both replicas stall at NOW; passes every 5 s ask for both; each roll replaces its pod by a loading one."""
+    states = {"a-0": (False, OLD), "a-1": (False, OLD)}
+    history: list[float] = []
+    rolled: dict[str, float] = {}
+    t = NOW
+    while len(rolled) < 2 and t < NOW + 3 * CFG.rolls.cooldown_seconds:
+        for name in [n for n in states if n not in rolled]:
+            view = [PodState(name=n, ready=r, terminating=False, started_at=s) for n, (r, s) in states.items()]
+            if decide_roll(pod=name, reason=RollReason.STALLED, pods=view, history=history, now=t, cfg=CFG).allowed:
+                rolled[name], history = t, [*history, t]
+                states[name] = (False, t)  # the successor loads
+                break
+        t += 5.0
+    assert set(rolled) == {"a-0", "a-1"}
+    assert max(rolled.values()) - NOW <= 2 * CFG.rolls.cooldown_seconds
+    assert max(rolled.values()) - min(rolled.values()) >= CFG.rolls.cooldown_seconds
 
 
 def test_zero_per_hour_means_never() -> None:

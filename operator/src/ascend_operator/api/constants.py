@@ -19,4 +19,6 @@ NPU_RESOURCE = "huawei.com/Ascend910"
 LABEL_SERVICE = f"{GROUP}/service"
 LABEL_REPLICA = f"{GROUP}/replica"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+#: The pod condition the operator sets from its health judgement (a readiness gate of every engine pod).
+READINESS_GATE = f"{GROUP}/engine-ready"
 MANAGED_BY = "ascend-inference-operator"

@@ -84,9 +84,12 @@ class KubeApi:
         """Strategic-merge-patch a Service."""
         await self._call(self._core.patch_namespaced_service, name, namespace, dict(patch))
 
-    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        """Strategic-merge-patch a pod's status (readiness-gate conditions)."""
-        await self._call(self._core.patch_namespaced_pod_status, name, namespace, dict(patch))
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """Strategic-merge-patch a pod's status (readiness-gate conditions); False when the pod is gone."""
+        done = await self._call(
+            self._core.patch_namespaced_pod_status, name, namespace, dict(patch), tolerate=frozenset({404})
+        )
+        return done is not None
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Merge-patch the status subresource of an AscendInferenceService (gone objects are ignored)."""

@@ -174,17 +174,20 @@ async def health_loop(
     monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body))
     state = MonitorState()
     interval = 5.0
-    while not stopped:
-        try:
-            spec = parse_spec(body.get("spec") or {})
-        except SpecError:
-            spec = None  # the reconcile loop reports it; nothing to judge against
-        if spec is not None and namespace is not None:
-            interval = spec.health.scrape_interval_seconds
-            memory = service_memory(memo, body)
-            run = functools.partial(
-                health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
-            )
-            await _guarded(run, stopped=stopped, logger=logger, what="health pass")
-            _wake(memo, namespace, name)  # the reconcile loop patches what the pass found
-        await stopped.wait(interval)
+    try:
+        while not stopped:
+            try:
+                spec = parse_spec(body.get("spec") or {})
+            except SpecError:
+                spec = None  # the reconcile loop reports it; nothing to judge against
+            if spec is not None and namespace is not None:
+                interval = spec.health.scrape_interval_seconds
+                memory = service_memory(memo, body)
+                run = functools.partial(
+                    health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
+                )
+                await _guarded(run, stopped=stopped, logger=logger, what="health pass")
+                _wake(memo, namespace, name)  # the reconcile loop patches what the pass found
+            await stopped.wait(interval)
+    finally:
+        await state.close()  # no canary outlives its loop

@@ -1,35 +1,54 @@
-"""The health loop of one service: scrape, canary, check, judge, gate, roll. The only I/O is here.
+"""The health loop of one service: gather observations, step each pod's machine, execute its actions.
 
-Each pass scrapes every engine pod concurrently (per-pod timeouts), runs due canaries, checks the
-effective config of pods that have not passed it, folds everything into each pod's `PodHealth`, sets the
-readiness gate on change, and hands roll requests to the roll policy. Results for the status (engine
-figures, rolls, condition overrides) go into the shared `ServiceMemory`; the reconcile loop patches them.
+The only I/O of health is here. Each pass scrapes every engine pod concurrently (per-pod timeouts), collects
+the canaries that ended since the last pass, checks the effective config of pods not yet checked, steps
+each pod's pure state machine (`ascend_operator.health.machine`), writes readiness gates, posts events and
+hands roll requests to the roll policy. Canaries run on their own schedule as tasks beside the passes, each
+judged against its own scrapes taken right before it was sent and right after it ended, so a canary queued
+behind 32 busy slots for longer than a pass is judged by what the engine did while it waited. A failing gate
+write (a pod deleted mid-pass answers 404) never ends the pass. Results for the status (engine figures,
+rolls, condition overrides) go into the shared `ServiceMemory`; the reconcile loop patches them.
 """
 
 import asyncio
+import contextlib
 import datetime
+import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+import kopf
 from prometheus_client import Counter
 
+from ascend_operator.api.constants import READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.engine import EngineClient, scrape_all
+from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller.reconcile import EventSink, ServiceMemory
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
-from ascend_operator.health.judge import PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
+from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict
+from ascend_operator.health.machine import (
+    Action,
+    Announce,
+    Observations,
+    SetGate,
+    canary_due,
+    config_check_due,
+    gate_not_written,
+    resume,
+    step,
+)
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.rolls import PodState, RollReason, decide_roll
 from ascend_operator.health.samples import EngineSample, parse_metrics
-from ascend_operator.render.probes import READINESS_GATE
 
 ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
 REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])
 KEEP_ROLLS = 20
+log = logging.getLogger(__name__)
 
 
 def iso(epoch: float) -> str:
@@ -46,11 +65,26 @@ def epoch(stamp: str | None) -> float | None:
 
 @dataclass
 class MonitorState:
-    """Per-service health memory: pod states by uid, and what was announced already."""
+    """Per-service health memory: pod machines and running canaries by pod uid."""
 
     pods: dict[str, PodHealth] = field(default_factory=dict)
-    gates: dict[str, tuple[bool, str]] = field(default_factory=dict)
-    announced: set[tuple[str, str]] = field(default_factory=set)
+    canaries: dict[str, "asyncio.Task[CanaryOutcome]"] = field(default_factory=dict)
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the pods not in `keep` (gone, terminating), cancelling their canaries."""
+        self.pods = {uid: h for uid, h in self.pods.items() if uid in keep}
+        for uid in [u for u in self.canaries if u not in keep]:
+            self.canaries.pop(uid).cancel()
+
+    async def close(self) -> None:
+        """Cancel every running canary and wait for them (the loop is stopping)."""
+        tasks = list(self.canaries.values())
+        self.canaries.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,77 +102,96 @@ def _base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:
     return f"http://{pod.ip}:{spec.engine.port}"
 
 
-async def _canaries(
-    mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]
-) -> dict[str, tuple[bool, EngineSample | None]]:
-    """Run the due canaries; uid -> (tokens came back, the sample taken before)."""
+async def _scrape(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -> EngineSample | None:
+    text = await mon.engines.get_text(f"{_base(pod, spec)}/metrics", timeout=spec.health.scrape_timeout_seconds)
+    if text is None:
+        return None
+    try:
+        return parse_metrics(text, t=mon.mono())
+    except ValueError:  # not a Prometheus exposition: as good as no answer
+        return None
+
+
+async def run_canary(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -> CanaryOutcome:
+    """One canary between two scrapes of its own."""
     canary = spec.health.canary
-    now = mon.mono()
-    due = [
-        p for p in pods
-        if (last := state.pods[p.uid].last_canary) is None or now - last >= canary.period_seconds
-    ]  # fmt: skip
-    befores = {p.uid: (state.pods[p.uid].samples or (None,))[-1] for p in due}
-    results = await asyncio.gather(
-        *(
-            mon.engines.canary(
-                _base(p, spec),
-                model=spec.model.served_name,
-                prompt=canary.prompt,
-                max_tokens=canary.max_tokens,
-                timeout=canary.timeout_seconds,
-            )
-            for p in due
-        )
+    before = await _scrape(mon, spec, pod)
+    result = await mon.engines.canary(
+        _base(pod, spec),
+        model=spec.model.served_name,
+        prompt=canary.prompt,
+        max_tokens=canary.max_tokens,
+        timeout=canary.timeout_seconds,
     )
-    return {p.uid: (result.ok, befores[p.uid]) for p, result in zip(due, results, strict=True)}
+    after = await _scrape(mon, spec, pod)
+    return CanaryOutcome(ok=result.ok, before=before, after=after, ended=mon.mono(), detail=result.error)
+
+
+def _finished_canaries(state: MonitorState) -> dict[str, CanaryOutcome]:
+    """Collect the canaries that ended; one that raised is a canary without tokens."""
+    done: dict[str, CanaryOutcome] = {}
+    for uid, task in list(state.canaries.items()):
+        if not task.done():
+            continue
+        del state.canaries[uid]
+        if task.cancelled():
+            continue
+        if (exc := task.exception()) is not None:
+            log.warning("canary of pod uid %s failed: %r", uid, exc)
+            continue
+        done[uid] = task.result()
+    return done
+
+
+def _launch_canaries(mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]) -> None:
+    now = mon.mono()
+    for pod in pods:
+        if canary_due(state.pods[pod.uid], now=now, cfg=spec.health, in_flight=pod.uid in state.canaries):
+            state.canaries[pod.uid] = asyncio.create_task(run_canary(mon, spec, pod), name=f"canary {pod.name}")
 
 
 async def _config_checks(
-    mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]
+    mon: Monitor,
+    spec: AscendInferenceServiceSpec,
+    state: MonitorState,
+    pods: list[PodView],
+    samples: Mapping[str, EngineSample | None],
 ) -> dict[str, tuple[str, ...]]:
     """Check the effective config of pods not yet checked; uid -> mismatches (empty: it matches)."""
     expected = expected_config(spec)
     found: dict[str, tuple[str, ...]] = {}
     for p in pods:
-        health = state.pods[p.uid]
-        if health.mismatches is not None or not health.samples:
+        sample = samples.get(p.uid)
+        if sample is None or not config_check_due(state.pods[p.uid]):
             continue
         models = await mon.engines.get_json(f"{_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds)
         if models is not None:
-            found[p.uid] = tuple(str(m) for m in check_config(expected, models=models, sample=health.samples[-1]))
+            found[p.uid] = tuple(str(m) for m in check_config(expected, models=models, sample=sample))
     return found
 
 
-def _fold_checks(
-    mon: Monitor,
-    state: MonitorState,
-    pods: list[PodView],
-    canaries: Mapping[str, tuple[bool, EngineSample | None]],
-    configs: Mapping[str, tuple[str, ...]],
+async def _execute(
+    mon: Monitor, state: MonitorState, pod: PodView, namespace: str, actions: tuple[Action, ...]
 ) -> None:
-    for p in pods:
-        if p.uid in canaries:
-            ok, before = canaries[p.uid]
-            state.pods[p.uid] = fold_canary(state.pods[p.uid], ok=ok, before=before, now=mon.mono())
-        if p.uid in configs:
-            state.pods[p.uid] = replace(state.pods[p.uid], mismatches=configs[p.uid])
-            if configs[p.uid]:
-                mon.events("Warning", "ConfigMismatch", f"pod {p.name}: " + "; ".join(configs[p.uid]))
-
-
-async def _set_gate(mon: Monitor, state: MonitorState, pod: PodView, namespace: str, verdict: Verdict) -> None:
-    if state.gates.get(pod.uid) == (verdict.ready, verdict.reason):
-        return
-    condition = {
-        "type": READINESS_GATE,
-        "status": "True" if verdict.ready else "False",
-        "reason": verdict.reason,
-        "message": verdict.message[:1000],
-        "lastTransitionTime": iso(mon.wall()),
-    }
-    await mon.kube.patch_pod_status(namespace, pod.name, {"status": {"conditions": [condition]}})
-    state.gates[pod.uid] = (verdict.ready, verdict.reason)
+    """Carry out a machine's gate writes and announcements (roll requests go to the roll policy)."""
+    for action in actions:
+        if isinstance(action, Announce):
+            mon.events(action.type, action.reason, f"pod {pod.name}: {action.message}")
+        elif isinstance(action, SetGate):
+            condition = {
+                "type": READINESS_GATE,
+                "status": "True" if action.ready else "False",
+                "reason": action.reason,
+                "message": action.message[:1000],
+                "lastTransitionTime": iso(mon.wall()),
+            }
+            try:
+                written = await mon.kube.patch_pod_status(namespace, pod.name, {"status": {"conditions": [condition]}})
+            except (kopf.TemporaryError, kopf.PermanentError) as exc:
+                log.warning("readiness gate of pod %s/%s not written: %s", namespace, pod.name, exc)
+                written = False
+            if not written:  # gone (404) or refused: the next pass writes it again if the pod is still there
+                state.pods[pod.uid] = gate_not_written(state.pods[pod.uid])
 
 
 def _history(memory: ServiceMemory) -> list[float]:
@@ -222,27 +275,23 @@ async def health_pass(
     """One pass over the service's pods."""
     views = [pod_view(p) for p in await mon.kube.list_pods(namespace, service)]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
-    state.pods = {p.uid: state.pods.get(p.uid, PodHealth()) for p in live}
-    state.gates = {uid: g for uid, g in state.gates.items() if uid in state.pods}
-    texts = await scrape_all(
-        mon.engines, [f"{_base(p, spec)}/metrics" for p in live], timeout=spec.health.scrape_timeout_seconds
+    state.forget({p.uid for p in live})
+    state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate) for p in live}
+    samples = dict(
+        zip((p.uid for p in live), await asyncio.gather(*(_scrape(mon, spec, p) for p in live)), strict=True)
     )
-    for pod, text in zip(live, texts, strict=True):
-        if text is not None:
-            state.pods[pod.uid] = fold_sample(state.pods[pod.uid], parse_metrics(text, t=mon.mono()), cfg=spec.health)
-    answering = [p for p, text in zip(live, texts, strict=True) if text is not None]
-    canaries, configs = await asyncio.gather(
-        _canaries(mon, spec, state, answering), _config_checks(mon, spec, state, answering)
-    )
-    _fold_checks(mon, state, answering, canaries, configs)
-    now = mon.mono()
-    verdicts = {}
+    answering = [p for p in live if samples[p.uid] is not None]
+    outcomes = _finished_canaries(state)
+    configs = await _config_checks(mon, spec, state, answering, samples)
+    verdicts: dict[str, Verdict] = {}
     for pod in live:
-        verdict = judge(state.pods[pod.uid], now=now, cfg=spec.health)
-        state.pods[pod.uid] = mark_ready(state.pods[pod.uid], verdict, now=now)
-        verdicts[pod.uid] = verdict
-        await _set_gate(mon, state, pod, namespace, verdict)
+        obs = Observations(sample=samples[pod.uid], canary=outcomes.get(pod.uid), config=configs.get(pod.uid))
+        health = state.pods[pod.uid]
+        state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
+        await _execute(mon, state, pod, namespace, actions)
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
+    _launch_canaries(mon, spec, state, answering)
     # a refused roll says most: what was found, on which pod, and which rule held it back
     memory.overrides = refused or _overrides(live, verdicts)
+    now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_REPLICA, NPU_RESOURCE
+from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_REPLICA, NPU_RESOURCE, READINESS_GATE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +29,8 @@ class PodView:
     """The scheduler's message when the pod cannot be placed, else None."""
     started_at: str | None = None
     """When the pod started running (status.startTime)."""
+    gate: tuple[bool, str] | None = None
+    """The operator's readiness gate as the pod carries it (ready, reason), None when never written."""
 
     @property
     def lacks_npus(self) -> bool:
@@ -51,6 +53,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     status = pod.get("status") or {}
     ready = _condition(status, "Ready")
     scheduled = _condition(status, "PodScheduled")
+    gate = _condition(status, READINESS_GATE)
     unschedulable = None
     if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         unschedulable = str(scheduled.get("message") or "Unschedulable")
@@ -67,4 +70,5 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         created=meta.get("creationTimestamp"),
         unschedulable=unschedulable,
         started_at=status.get("startTime"),
+        gate=(gate.get("status") == "True", str(gate.get("reason") or "")) if gate is not None else None,
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.health.drift import DriftTracker, detect_drift, track
 from ascend_operator.health.rolls import RollReason
-from ascend_operator.health.samples import EngineSample, progress_counters
+from ascend_operator.health.samples import EngineSample, advanced
 from ascend_operator.health.stall import detect_stall
 
 #: Samples kept per pod: enough for the stall window several times over, bounded in memory.
@@ -29,6 +29,27 @@ class PodHealth:
     ready_since: float | None = None
     served: bool = False
     """Ready at least once: the engine finished loading (ends the startup grace early)."""
+    gate: tuple[bool, str] | None = None
+    """The readiness gate (ready, reason) last written, None when unknown or its write failed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryOutcome:
+    """One canary, judged against the engine's progress signals scraped right before it was sent and right
+    after it ended (its own scrapes, not the pass's: a sample of the pass can predate the canary)."""
+
+    ok: bool
+    """Tokens came back within the timeout."""
+    before: EngineSample | None
+    after: EngineSample | None
+    ended: float
+    detail: str = ""
+
+    @property
+    def queued(self) -> bool:
+        """No tokens in time, but the engine advanced meanwhile: busy (queued behind full slots or a long
+        chunked prefill), not failing."""
+        return not self.ok and advanced(self.before, self.after)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,13 +72,11 @@ def fold_sample(state: PodHealth, sample: EngineSample, *, cfg: HealthSpec) -> P
     return replace(state, samples=samples, drift=drift)
 
 
-def fold_canary(state: PodHealth, *, ok: bool, before: EngineSample | None, now: float) -> PodHealth:
-    """Add a canary result. A failed canary while the engine advanced (a queued canary on a busy
-    engine) does not count as a failure."""
-    after = state.samples[-1] if state.samples else None
-    progressed = before is not None and after is not None and progress_counters(after) != progress_counters(before)
-    failures = 0 if ok or progressed else state.canary_failures + 1
-    return replace(state, canary_failures=failures, last_canary=now)
+def fold_canary(state: PodHealth, outcome: CanaryOutcome) -> PodHealth:
+    """Add a canary outcome: tokens, or an engine that advanced while the canary waited, clear the failures;
+    no tokens while nothing advanced is one more failure."""
+    failures = 0 if outcome.ok or outcome.queued else state.canary_failures + 1
+    return replace(state, canary_failures=failures, last_canary=outcome.ended)
 
 
 def judge(state: PodHealth, *, now: float, cfg: HealthSpec) -> Verdict:

@@ -1,33 +1,32 @@
 """The kubelet readiness probe: a generation canary, run inside the engine container. Standard library only.
 
-The engine image (vllm-ascend) has Python but not this package, so the pod runs this file's source with
-`python3 -c <source> PORT MODEL MAX_TOKENS TIMEOUT PROMPT [HOST]` (an argument list, no shell). It passes when
-tokens come back within the timeout, or, when they do not, if the engine made forward progress meanwhile
-(generation tokens or engine steps advanced): a canary queued behind 64 busy requests (the seed's C64
-TTFT is 28.56 s because requests wait for a slot) is a busy engine, not a dead one. /health is never
-consulted: it stayed 200 through the seed's 512K stall.
+The engine image (vllm-ascend) has Python but not this package, so the pod runs this file's source, with
+`ascend_operator/health/progress.py` prepended (render/probes.py), as `python3 -c <source> PORT MODEL
+MAX_TOKENS TIMEOUT PROMPT [HOST]` (an argument list, no shell). It passes when tokens come back within the
+timeout or, when they do not, if the engine made forward progress meanwhile by the one definition the operator
+uses too (`progress.advanced`: a counter grew or the KV gauge moved): a canary queued behind 32 busy slots
+(the seed's C64 TTFT is 28.56 s because requests wait for a slot) or behind a lone chunked 512K prefill (only
+the KV gauge moves for ~149 s) is a busy engine, not a dead one. /health is never consulted: it stayed 200
+through the seed's 512K stall.
 """
 
+import contextlib
 import json
 import sys
 import urllib.request
 
-PROGRESS_SERIES = ("vllm:generation_tokens_total", "vllm:iteration_tokens_total_count")
+# In the operator's own environment; in the engine container progress.py's source is prepended instead.
+with contextlib.suppress(ImportError):
+    from ascend_operator.health.progress import advanced, read_progress
 
 
-def progress(base: str, timeout: float) -> float | None:
-    """Sum of the forward-progress counters, or None when /metrics does not answer."""
+def signals(base: str, timeout: float) -> "dict[str, float] | None":
+    """The engine's progress signals, or None when /metrics does not answer."""
     try:
         with urllib.request.urlopen(f"{base}/metrics", timeout=timeout) as resp:
-            text = resp.read().decode()
+            return read_progress(resp.read().decode())
     except OSError:
         return None
-    total = 0.0
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in PROGRESS_SERIES:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def canary(base: str, model: str, max_tokens: int, timeout: float, prompt: str) -> bool:
@@ -49,11 +48,10 @@ def main(argv: list[str]) -> int:
     port, model, max_tokens, timeout, prompt = argv[0], argv[1], int(argv[2]), float(argv[3]), argv[4]
     host = argv[5] if len(argv) > 5 else "127.0.0.1"
     base = f"http://{host}:{port}"
-    before = progress(base, timeout)
+    before = signals(base, timeout)
     if canary(base, model, max_tokens, timeout, prompt):
         return 0
-    after = progress(base, timeout)
-    return 0 if before is not None and after is not None and after > before else 1
+    return 0 if advanced(before, signals(base, timeout)) else 1
 
 
 if __name__ == "__main__":

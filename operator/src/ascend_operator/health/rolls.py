@@ -6,7 +6,10 @@ Rules, in order (the first that refuses decides, and the refusal is reported, no
    and the config check (a Ready verdict): from then on it is in service and judged like any other;
 2. at most `maxPerHour` rolls per service in any hour;
 3. not within `cooldownSeconds` of the service's previous roll;
-4. one replica at a time: no roll while another replica is not Ready or is terminating;
+4. one replica at a time for planned rolls (drift, age): none while another replica is not Ready or is
+   terminating. A stalled engine serves nobody, so its roll does not wait for other replicas: two stalled
+   replicas do not hold each other out (each is not Ready because of our own gate), and a stalled pod never
+   waits behind a healthy replica's planned roll; rules 2 and 3 still space its rolls;
 5. never the last Ready replica for drift or age (a slow engine serves; an absent one does not);
    a stalled or crashed engine serves nobody, so rule 5 does not hold it.
 """
@@ -83,7 +86,7 @@ def decide_roll(
         )
     others = [p for p in pods if p.name != pod]
     out = [p.name for p in others if p.terminating or not p.ready]
-    if out:
+    if out and reason in SERVING_REASONS:
         return RollDecision(allowed=False, rule="AnotherReplicaOut", message=f"waiting for {', '.join(out)}")
     if reason in SERVING_REASONS and not any(p.ready for p in others):
         return RollDecision(

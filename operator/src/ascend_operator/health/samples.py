@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.health import progress as prog
+
 Buckets = tuple[tuple[float, float], ...]
 """Cumulative histogram buckets: (upper bound, count), sorted, +Inf last."""
 
@@ -36,6 +38,16 @@ class EngineSample:
     ttft: Buckets = ()
     tpot: Buckets = ()
     cache_config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> dict[str, float]:
+        """This sample's progress signals, keyed as `ascend_operator.health.progress` reads them."""
+        return {
+            "vllm:generation_tokens_total": self.generation_tokens,
+            "vllm:prompt_tokens_total": self.prompt_tokens,
+            "vllm:iteration_tokens_total_count": self.iterations,
+            prog.KV_GAUGE: self.kv_usage,
+        }
 
 
 def _value(family: Metric, suffix: str = "") -> float:
@@ -100,6 +112,6 @@ def parse_metrics(text: str, *, t: float) -> EngineSample:
     )
 
 
-def progress_counters(sample: EngineSample) -> tuple[float, float, float]:
-    """The counters whose advance is forward progress."""
-    return (sample.prompt_tokens, sample.generation_tokens, sample.iterations)
+def advanced(before: EngineSample | None, after: EngineSample | None) -> bool:
+    """Forward progress between two samples, by the one definition (`ascend_operator.health.progress`)."""
+    return prog.advanced(before.progress if before else None, after.progress if after else None)

@@ -1,21 +1,21 @@
 """Stall detection as a policy chain: the first policy that explains the engine's state decides.
 
-A stall is requests running and no forward progress for a window. Progress is any of prompt tokens,
-generation tokens or engine iterations advancing, or KV usage moving: a 300K/512K chunked prefill
-allocates KV chunk by chunk before its first token (the seed's 512K run went 0.6% -> 83.7% -> 90.8% ->
-97.5% KV), so a growing KV gauge is progress even while the token counters stand still. Not a stall:
-an idle engine, a stale KV gauge with nothing running after aborted requests (vllm issue 29928), a slow
-canary while counters advance. Pure: samples and the current time in, a finding out.
+A stall is something asked of the engine and no forward progress for a window. Asked: requests running or
+waiting at some scrape of the frozen span, or a canary that got no tokens while nothing advanced (an engine
+that hangs while idle is only ever asked by the canary: without this it would be unready forever and never
+rolled). Progress is the one definition of `ascend_operator.health.progress`: a counter advancing or the KV
+gauge moving, because a 300K/512K chunked prefill moves only the KV gauge until it completes (the seed's
+512K run went 0.6% -> 83.7% -> 90.8% -> 97.5% KV). KV >= 97.5% is evidence in the message, not a trigger.
+Not a stall: an idle engine, a stale KV gauge with nothing asked after aborted requests (vllm issue
+29928), a canary queued behind busy slots while the engine advances. Pure: samples and time in, a finding out.
 """
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ascend_operator.api.health import StallSpec
-from ascend_operator.health.samples import EngineSample, progress_counters
-
-#: KV usage moving by less than this between scrapes is not progress (gauge rounding, block reuse).
-KV_EPSILON = 1e-4
+from ascend_operator.health.progress import restarted
+from ascend_operator.health.samples import EngineSample, advanced
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,29 +37,34 @@ def _no_data(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
     return None
 
 
-def _idle(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding | None:
-    last = samples[-1]
-    if last.running <= 0:
-        return StallFinding(
-            stalled=False,
-            reason="Idle",
-            message="no request running" + (f" (KV gauge reads {last.kv_usage:.1%})" if last.kv_usage else ""),
-        )
-    return None
-
-
-def _same_state(a: EngineSample, b: EngineSample) -> bool:
-    return progress_counters(a) == progress_counters(b) and abs(a.kv_usage - b.kv_usage) < KV_EPSILON
+def _frozen(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
+    """The trailing samples between which nothing advanced (at least the last one); an engine restart (a
+    counter going backwards) also ends the span: the new process is judged from its own first sample."""
+    start = len(samples) - 1
+    while start > 0:
+        before, after = samples[start - 1], samples[start]
+        if advanced(before, after) or restarted(before.progress, after.progress):
+            break
+        start -= 1
+    return samples[start:]
 
 
 def stuck_since(samples: Sequence[EngineSample]) -> float:
-    """Time of the earliest sample from which nothing moved and requests kept running."""
-    since = samples[-1].t
-    for before, after in zip(reversed(samples[:-1]), reversed(samples[1:]), strict=False):
-        if before.running <= 0 or not _same_state(before, after):
-            break
-        since = before.t
-    return since
+    """Time of the earliest sample from which the engine made no forward progress."""
+    return _frozen(samples)[0].t
+
+
+def _idle(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding | None:
+    # Asked now, not at some point of the span: requests that finished or were aborted (running back to 0
+    # with a stale KV gauge) ask nothing more of the engine.
+    last = samples[-1]
+    if last.running <= 0 and last.waiting <= 0 and canary_failures <= 0:
+        return StallFinding(
+            stalled=False,
+            reason="Idle",
+            message="nothing asked of the engine" + (f" (KV gauge reads {last.kv_usage:.1%})" if last.kv_usage else ""),
+        )
+    return None
 
 
 def _progressing(
@@ -83,10 +88,13 @@ def _stalled(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
     detail = (
         f"; KV at {last.kv_usage:.1%} (>= {cfg.kv_evidence_threshold:.1%}, the seed's 512K stall)" if strong else ""
     )
+    asked = f"{last.running:.0f} request(s) running, {last.waiting:.0f} waiting"
+    if last.running <= 0 and last.waiting <= 0:
+        asked = f"{canary_failures} canary request(s) got no tokens"
     return StallFinding(
         stalled=True,
         reason="Stalled",
-        message=f"{last.running:.0f} request(s) running and no forward progress for {frozen_for:.0f}s{detail}",
+        message=f"{asked} and no forward progress for {frozen_for:.0f}s{detail}",
         evidence={
             "frozenSeconds": round(frozen_for, 1),
             "running": last.running,

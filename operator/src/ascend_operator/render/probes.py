@@ -14,16 +14,17 @@ import math
 from importlib import resources
 from typing import Any
 
-from ascend_operator.api.constants import GROUP
+from ascend_operator.api.constants import READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 
-READINESS_GATE = f"{GROUP}/engine-ready"
+__all__ = ["READINESS_GATE", "probe_source", "readiness_probe", "startup_probe"]
 STARTUP_PERIOD_SECONDS = 10
 
 
 def probe_source() -> str:
-    """Source of the stdlib-only canary probe."""
-    return resources.files("ascend_operator.health").joinpath("probe.py").read_text()
+    """Source of the stdlib-only canary probe: the one definition of forward progress, then the probe."""
+    health = resources.files("ascend_operator.health")
+    return health.joinpath("progress.py").read_text() + "\n\n" + health.joinpath("probe.py").read_text()
 
 
 def startup_probe(spec: AscendInferenceServiceSpec) -> dict[str, Any]:

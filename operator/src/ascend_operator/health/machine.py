@@ -1,0 +1,107 @@
+"""Each pod's health as a pure state machine: `step(state, observations, now) -> (state, actions)`.
+
+Why a machine: the I/O layer (controller/monitor.py) gathers observations (a scrape, a canary that ended,
+a config check) and executes actions (patch the readiness gate, ask the roll policy, post an event); every
+decision in between is here, so it is tested with a fake clock and no cluster, and the trace benchmark
+(bench/detectors.py) replays exactly what the operator runs. Times are the operator's monotonic clock.
+"""
+
+from dataclasses import dataclass, field, replace
+
+from ascend_operator.api.health import HealthSpec
+from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
+from ascend_operator.health.rolls import RollReason
+from ascend_operator.health.samples import EngineSample
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observations:
+    """What the I/O layer saw of one pod since the last step."""
+
+    sample: EngineSample | None = None
+    """This pass's /metrics scrape; None when the engine did not answer."""
+    canary: CanaryOutcome | None = None
+    """A canary that ended since the last step."""
+    config: tuple[str, ...] | None = None
+    """Mismatches from a config check run this pass (empty: the engine runs the asked config)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetGate:
+    """Write the readiness gate."""
+
+    ready: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestRoll:
+    """Ask the roll policy to recreate the pod (it may refuse: rate limit, cooldown, budget)."""
+
+    reason: RollReason
+    message: str
+    evidence: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Announce:
+    """Post an event about the pod."""
+
+    type: str
+    reason: str
+    message: str
+
+
+Action = SetGate | RequestRoll | Announce
+
+
+#: Verdicts that only say "not judged yet". They never take down a gate that is True: after an operator
+#: restart or a peering handover the engine is still the one that passed, and pulling it out of the Service
+#: until the config check and a canary have run again would be an outage made by the operator.
+PENDING_REASONS = frozenset({"CheckingConfig", "AwaitingCanary"})
+
+
+def resume(gate: tuple[bool, str] | None) -> PodHealth:
+    """The machine of a pod seen for the first time by this operator process, from the gate the pod
+    carries: a gate that is True says the engine has served (its startup grace is over)."""
+    return PodHealth(gate=gate, served=bool(gate and gate[0]))
+
+
+def step(
+    state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec
+) -> tuple[PodHealth, Verdict, tuple[Action, ...]]:
+    """Fold the observations in, judge, and say what to do."""
+    actions: list[Action] = []
+    if obs.sample is not None:
+        state = fold_sample(state, obs.sample, cfg=cfg)
+    if obs.canary is not None:
+        state = fold_canary(state, obs.canary)
+    if obs.config is not None:
+        state = replace(state, mismatches=obs.config)
+        if obs.config:
+            actions.append(Announce(type="Warning", reason="ConfigMismatch", message="; ".join(obs.config)))
+    verdict = judge(state, now=now, cfg=cfg)
+    state = mark_ready(state, verdict, now=now)
+    keep = verdict.reason in PENDING_REASONS and state.gate is not None and state.gate[0]
+    if not keep and state.gate != (verdict.ready, verdict.reason):
+        actions.append(SetGate(ready=verdict.ready, reason=verdict.reason, message=verdict.message))
+        state = replace(state, gate=(verdict.ready, verdict.reason))
+    if verdict.roll is not None:
+        actions.append(RequestRoll(reason=verdict.roll, message=verdict.message, evidence=verdict.evidence))
+    return state, verdict, tuple(actions)
+
+
+def gate_not_written(state: PodHealth) -> PodHealth:
+    """The gate patch failed (API error, pod gone): forget it, so the next step writes it again."""
+    return replace(state, gate=None)
+
+
+def canary_due(state: PodHealth, *, now: float, cfg: HealthSpec, in_flight: bool) -> bool:
+    """A canary is due when none is running and the period has passed since the last one ended."""
+    return not in_flight and (state.last_canary is None or now - state.last_canary >= cfg.canary.period_seconds)
+
+
+def config_check_due(state: PodHealth) -> bool:
+    """The effective config is checked (with a pass's scrape) until it has been checked once."""
+    return state.mismatches is None

@@ -1,0 +1,117 @@
+"""The health loop's I/O layer with fake clients: a failed gate write never ends a pass, canaries run beside
+the passes, and a pod that goes mid-pass is forgotten with its canary."""
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+
+from ascend_operator.api.parse import ParsedService, parse_resource
+from ascend_operator.clients.engine import CanaryResult
+from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
+from ascend_operator.controller.reconcile import ServiceMemory
+from tests.unit.conftest import EXAMPLE
+
+METRICS = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0"}} 0.0
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0"}} {gen}
+"""
+
+
+def pod(name: str, uid: str, ip: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": uid, "labels": {}},
+        "status": {"phase": "Running", "podIP": ip, "startTime": "2026-01-01T00:00:00Z"},
+    }
+
+
+class FakeKube:
+    def __init__(self, pods: list[dict[str, Any]], refuse: Mapping[str, BaseException | None]) -> None:
+        self.pods, self.refuse = pods, dict(refuse)
+        self.writes: list[str] = []
+
+    async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
+        return self.pods
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        self.writes.append(name)
+        if name in self.refuse:
+            exc = self.refuse[name]
+            if exc is None:
+                return False  # 404: the pod was deleted mid-pass
+            raise exc
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        return True
+
+
+class FakeEngines:
+    def __init__(self, canary_seconds: float = 0.0) -> None:
+        self.gen, self.canary_seconds, self.canaries = 0.0, canary_seconds, 0
+
+    async def get_text(self, url: str, *, timeout: float) -> str | None:
+        self.gen += 1
+        return METRICS.format(gen=self.gen)
+
+    async def get_json(self, url: str, *, timeout: float) -> Mapping[str, Any] | None:
+        return None  # config check: no answer yet
+
+    async def canary(self, base: str, **_: Any) -> CanaryResult:
+        self.canaries += 1
+        await asyncio.sleep(self.canary_seconds)
+        return CanaryResult(ok=True, seconds=self.canary_seconds, tokens=4)
+
+
+def monitor(kube: FakeKube, engines: FakeEngines, events: list[str]) -> Monitor:
+    return Monitor(kube=kube, engines=engines, events=lambda t, r, m: events.append(r))  # type: ignore[arg-type]
+
+
+async def test_a_failed_gate_write_never_ends_the_pass(example: ParsedService) -> None:
+    pods = [pod("a-0", "u0", "127.0.0.2"), pod("a-1", "u1", "127.0.0.3"), pod("a-2", "u2", "127.0.0.4")]
+    kube = FakeKube(pods, {"a-0": None, "a-1": kopf.TemporaryError("500 Internal Server Error")})
+    state, memory, events = MonitorState(), ServiceMemory(), list[str]()
+    mon = monitor(kube, FakeEngines(), events)
+    try:
+        for _ in range(2):
+            await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+        # every pass wrote every gate it could not write before: a-0 (404) and a-1 (500) are retried
+        assert kube.writes == ["a-0", "a-1", "a-2", "a-0", "a-1"]
+        assert state.pods["u0"].gate is None
+        assert state.pods["u2"].gate is not None
+    finally:
+        await state.close()
+
+
+async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: ParsedService) -> None:
+    kube = FakeKube([pod("a-0", "u0", "127.0.0.2")], {})
+    engines = FakeEngines(canary_seconds=30.0)  # longer than many passes: a canary queued at C64
+    state, memory = MonitorState(), ServiceMemory()
+    mon = monitor(kube, engines, [])
+    try:
+        await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+        await asyncio.sleep(0)  # let the canary task start
+        task = state.canaries["u0"]
+        for _ in range(3):  # passes do not wait for it, and do not start a second one
+            await asyncio.wait_for(
+                health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory), 2.0
+            )
+        assert engines.canaries == 1
+        assert not task.done()
+        kube.pods = []  # the pod went
+        await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+        await asyncio.sleep(0)
+        assert task.cancelled()
+        assert not state.canaries
+        assert not state.pods
+    finally:
+        await state.close()
+
+
+@pytest.fixture
+def example() -> ParsedService:
+    return parse_resource(yaml.safe_load(EXAMPLE.read_text()))
