@@ -8,6 +8,7 @@ fault (slow start, dropped args) without touching other tests. Health windows ar
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -272,3 +273,32 @@ def test_drift_is_rolled_when_another_replica_serves(
         assert roll["pod"] == "svc-0"
     finally:
         stop.set()
+
+
+def test_two_simultaneous_stalls_are_both_rolled_one_cooldown_apart(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
+) -> None:
+    # Both replicas hang at once. Neither is Ready (our own gate takes each out), which must not hold the
+    # other's roll; the cooldown still spaces the two rolls.
+    cooldown = 15
+    health = {**FAST, "rolls": {"maxPerHour": 3, "cooldownSeconds": cooldown}}
+    ready_service(cluster, namespace, add_nodes, attach, replicas=2, health=health)
+    first = {p["metadata"]["name"]: p for p in pods(cluster, namespace, "svc")}
+    for pod in first.values():
+        post(f"http://{pod['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
+    hung_at = time.monotonic()
+    rolls = wait_for(
+        lambda: len(r := ais(cluster, namespace, "svc")["status"].get("rolls") or []) >= 2 and r,
+        timeout=90,
+        message="both stalled replicas rolled",
+    )
+    assert time.monotonic() - hung_at <= 2 * cooldown + 45
+    assert sorted(r["pod"] for r in rolls) == ["svc-0", "svc-1"]
+    assert {r["reason"] for r in rolls} == {"Stalled"}
+    times = sorted(epoch(r["time"]) for r in rolls)
+    assert times[1] - times[0] >= cooldown - 1  # RFC 3339 seconds
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready again on two new pods")
+
+
+def epoch(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

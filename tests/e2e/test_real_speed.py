@@ -56,6 +56,19 @@ def test_c64_at_real_speed_keeps_the_service_ready_then_an_idle_hang_is_rolled(
     status = ais(cluster, namespace, "svc").get("status") or {}
     assert not status.get("rolls"), status.get("rolls")
 
+    # A lone 256K prefill at real speed (~55 s): no token counter moves until it completes, only KV does.
+    long = {"model": model, "prompt": "long", "sim_prompt_tokens": 262_144, "max_tokens": 4, "ignore_eos": True}
+    prefill = threading.Thread(target=post, args=(base, "/v1/completions", long), daemon=True)
+    prefill.start()
+    start, during = time.monotonic(), []
+    while prefill.is_alive() and time.monotonic() - start < 90:
+        now = live_pod(cluster, namespace, "svc")
+        during.append(gate(now) if now else None)
+        time.sleep(1.0)
+    assert not prefill.is_alive()
+    assert time.monotonic() - start >= 30, "the prefill was not long: nothing judged during it"
+    assert set(during) == {"True/CanaryPassing"}, during
+
     # Now idle: only the operator's canary asks anything of the engine, and the engine stops answering.
     uid = pod["metadata"]["uid"]
     post(base, "/sim/faults", {"fault": "hang"})
@@ -68,4 +81,5 @@ def test_c64_at_real_speed_keeps_the_service_ready_then_an_idle_hang_is_rolled(
              timeout=120, message="Ready again on a new pod")  # fmt: skip
     rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
     assert [r["reason"] for r in rolls] == ["Stalled"], rolls
-    print(f"C64 {LOAD_SECONDS}s at scale 1: 0 of {len(seen)} polls unready; idle hang rolled after {took:.1f}s")
+    print(f"C64 {LOAD_SECONDS}s at scale 1: 0 of {len(seen)} polls unready; lone 256K prefill: 0 of {len(during)}"
+          f" polls unready; idle hang rolled after {took:.1f}s")  # fmt: skip
