@@ -103,7 +103,7 @@ def _steps(t: float) -> int:
 
 
 def _acceptance_drop(t: float) -> float:
-    return 0.45 if t < 3600 else 0.166  # synthetic -> real traffic (FACTS.md "Speculative decoding")
+    return 0.45 if t < 3600 else 0.166  # synthetic -> real traffic (docs/FACTS.md "Speculative decoding")
 
 
 def scenarios() -> list[Scenario]:

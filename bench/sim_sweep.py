@@ -1,11 +1,11 @@
-"""On-demand calibration sweep: the engine simulator's figures next to the seed's (FACTS.md).
+"""On-demand calibration sweep: the engine simulator's figures next to the seed's (docs/FACTS.md).
 
 Why this exists: the simulator is only worth testing against if its throughput, TPOT and prefill times sit
 on the seed's tables. This runs, against a fresh in-process simulator each time:
   1. the TP8 concurrency sweep C1/C8/C16/C32/C64 (256 in / 512 out, ignore_eos, DSpark7, synthetic
-     acceptance) -> output tok/s and mean TPOT vs FACTS.md "TP8 concurrency sweep";
+     acceptance) -> output tok/s and mean TPOT vs docs/FACTS.md "TP8 concurrency sweep";
   2. the clean C1 prefill table 8K..512K (TP8) and 8K..256K (DP2 x TP4) -> engine TTFT;
-  3. DP2 x TP4 at C64 -> output tok/s vs FACTS.md "mean 820.04 tok/s".
+  3. DP2 x TP4 at C64 -> output tok/s vs docs/FACTS.md "mean 820.04 tok/s".
 Target: every figure within 10% of the seed's. Run: `.venv/bin/python bench/sim_sweep.py [--scale 200]`.
 """
 

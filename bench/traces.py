@@ -1,7 +1,7 @@
 """Synthetic engine traces for detector tests and the trace-replay benchmark.
 
 Each trace is a list of `EngineSample`s at a fixed scrape interval, shaped by the seed's figures
-(FACTS.md): decode step time per batch size from the TP8 sweep (TPOT C1 14.2 ms ... C32 50.5 ms), the
+(docs/FACTS.md): decode step time per batch size from the TP8 sweep (TPOT C1 14.2 ms ... C32 50.5 ms), the
 512K prefill (148.76 s, KV 0.6% -> 97.5%), the ~18% drift, DSpark acceptance 45% vs 16.6%.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from ascend_operator.health.samples import EngineSample
 
-#: FACTS.md TP8 concurrency sweep: mean TPOT by concurrency (seconds per step at that batch).
+#: docs/FACTS.md TP8 concurrency sweep: mean TPOT by concurrency (seconds per step at that batch).
 STEP_SECONDS = {1: 0.0142, 8: 0.0275, 16: 0.0355, 32: 0.0505, 64: 0.0540}
 KV_POOL = 1_078_120
-KV_POOL_DSA_CP = 969_000  # FACTS.md: DSA-CP on TP8 leaves ~969K tokens of KV
+KV_POOL_DSA_CP = 969_000  # docs/FACTS.md: DSA-CP on TP8 leaves ~969K tokens of KV
 #: KV slots per context token in the hybrid KV layout. The seed's 512K prefill stalled at 97.5% of the
 #: DSA-CP pool before completing, so it needs more than 0.975 x 969000 / 524288 = 1.80 slots per token.
 KV_PER_TOKEN = 1.85

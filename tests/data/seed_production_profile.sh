@@ -1,6 +1,6 @@
-# The production profile of the tuning write-up, verbatim from ../shared/seed/FACTS.md
-# ("Production profile (final)"). tests/unit/test_seed_profile.py checks the renderer against it and,
-# where shared/ sits beside the checkout, that this copy still matches FACTS.md.
+# The production profile of the tuning write-up, verbatim from docs/FACTS.md
+# ("Production profile (final)"). tests/unit/test_seed_profile.py checks the renderer against it and
+# that this copy still matches docs/FACTS.md.
 export OMP_NUM_THREADS=10
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
 export LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2

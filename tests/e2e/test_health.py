@@ -37,7 +37,7 @@ AddNodes = Callable[[int], list[str]]
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
 
-#: The seed's long-context setting (~512K; FACTS.md "Memory / KV budget"), so a 512K request is admitted.
+#: The seed's long-context setting (~512K; docs/FACTS.md "Memory / KV budget"), so a 512K request is admitted.
 LONG = {"maxModelLen": 524_288}
 #: A 512K context: prompt plus the few generated tokens fill the admission limit exactly.
 PROMPT_512K = 524_288 - 16

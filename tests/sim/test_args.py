@@ -7,7 +7,7 @@ import pytest
 from aissim.args import ArgsError, parse_serve_args
 from aissim.cli import apply_bind_env
 
-# FACTS.md "Production profile (final)", as a shell would pass it (quotes removed by the shell).
+# docs/FACTS.md "Production profile (final)", as a shell would pass it (quotes removed by the shell).
 PRODUCTION = [
     "/data/models/DeepSeek-V4-Flash-0731-w8a8",
     "--host", "0.0.0.0", "--port", "8000",

@@ -37,7 +37,7 @@ def test_startup_refuses_the_mbt_the_seed_could_not_start() -> None:
     error = startup_error(parse_serve_args([*base, "--max-num-batched-tokens", "32768"], env={}))
     assert error is not None
     assert "KV cache" in error
-    # FACTS.md table: ~8.6 / ~12.9 / ~21.6 GiB needed for MBT 8192 / 16384 / 32768 at ~512K.
+    # docs/FACTS.md table: ~8.6 / ~12.9 / ~21.6 GiB needed for MBT 8192 / 16384 / 32768 at ~512K.
     need = cal.startup_kv_need_gib(max_model_len=512 * 1024, max_num_batched_tokens=32768)
     assert need == pytest.approx(21.6, rel=0.02)
 
@@ -53,7 +53,7 @@ def test_prefill_time_follows_the_clean_c1_table_and_is_additive_over_chunks() -
 def test_real_acceptance_profile_gives_the_seed_acceptance_length() -> None:
     rates = cal.acceptance_rates(profile="real", k=7)
     assert rates == cal.REAL_ACCEPTANCE_PER_POSITION
-    assert 1 + sum(rates) == pytest.approx(2.214, abs=0.002)  # FACTS.md: mean acceptance length 2.214
+    assert 1 + sum(rates) == pytest.approx(2.214, abs=0.002)  # docs/FACTS.md: mean acceptance length 2.214
     stream = AcceptanceStream(rates=rates, seed=12345)
     draws = [stream.next_accepted() for _ in range(2000)]
     assert 1 + sum(draws) / len(draws) == pytest.approx(2.214, abs=0.02)

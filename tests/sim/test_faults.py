@@ -128,9 +128,9 @@ async def test_drift_raises_step_time_by_the_fraction_over_the_period(sim: SimFa
     early = await _tpot(s, "b")
     await asyncio.sleep(0.35)  # 700 engine seconds: past the period
     late = await _tpot(s, "c")
-    assert baseline == pytest.approx(0.0142, rel=0.01)  # FACTS.md C1 TPOT 14.2 ms
+    assert baseline == pytest.approx(0.0142, rel=0.01)  # docs/FACTS.md C1 TPOT 14.2 ms
     assert early < baseline * 1.09  # grows over the period: well under the full 18% just after setting it
-    assert late == pytest.approx(baseline * 1.18, rel=0.01)  # FACTS.md: ~18% slower after long uptime
+    assert late == pytest.approx(baseline * 1.18, rel=0.01)  # docs/FACTS.md: ~18% slower after long uptime
 
 
 async def test_drop_args_serves_models_but_has_no_spec_decode_series(sim: SimFactory) -> None:

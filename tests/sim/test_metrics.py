@@ -109,11 +109,11 @@ async def test_per_position_acceptance_follows_the_real_traffic_profile(sim: Sim
         if sample.name.endswith("_total")
     ]
     assert sum(per_pos) == totals["vllm:spec_decode_num_accepted_tokens_total"]
-    seed_rates = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)  # FACTS.md per-position acceptance
+    seed_rates = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)  # docs/FACTS.md per-position acceptance
     for got, want in zip(per_pos, seed_rates, strict=True):
         assert abs(got / drafts - want) < 0.03
     length = 1 + totals["vllm:spec_decode_num_accepted_tokens_total"] / drafts
-    assert length == pytest.approx(2.214, abs=0.1)  # FACTS.md: mean acceptance length 2.214
+    assert length == pytest.approx(2.214, abs=0.1)  # docs/FACTS.md: mean acceptance length 2.214
 
 
 async def test_data_parallel_engines_are_labelled_separately(sim: SimFactory) -> None:

@@ -1,6 +1,11 @@
-"""The example renders exactly the seed's production command and env (FACTS.md "Production profile")."""
+"""The example renders exactly the seed's production command and env (docs/FACTS.md "Production profile").
+
+The figures ship in docs/ (FACTS.md and the write-up in docs/seed/); where the project's shared/seed/ sits
+beside the checkout, the vendored copies must still equal it, so a fix made there is not silently lost here.
+"""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -11,16 +16,24 @@ from ascend_operator.render.pod import Owner, build_pod
 from tests.unit.conftest import ROOT, SEED_PROFILE
 from tests.unit.vllm_cli import parse_serve, read_shell_profile
 
-FACTS = ROOT.parent / "shared" / "seed" / "FACTS.md"
+FACTS = ROOT / "docs" / "FACTS.md"
+WRITE_UP = ROOT / "docs" / "seed" / "000_4e6c58f8fd0f8ea3.txt"
+SHARED_SEED = ROOT.parent / "shared" / "seed"
 
 
-def test_vendored_profile_matches_facts_when_available() -> None:
-    if not FACTS.exists():
-        pytest.skip("shared/seed is not beside this checkout")
+def test_vendored_profile_matches_facts() -> None:
     block = re.search(r"## Production profile \(final\)\n```\n(.*?)```", FACTS.read_text(), re.S)
     assert block is not None
     vendored = SEED_PROFILE.read_text().split("\n", 3)[3]
     assert vendored == block.group(1)
+
+
+@pytest.mark.parametrize("vendored", [FACTS, WRITE_UP], ids=lambda p: p.name)
+def test_docs_copy_equals_shared_seed_when_available(vendored: Path) -> None:
+    original = SHARED_SEED / vendored.name
+    if not original.exists():
+        pytest.skip("shared/seed is not beside this checkout")
+    assert vendored.read_bytes() == original.read_bytes(), f"copy {original} to {vendored}"
 
 
 def test_rendered_args_equal_the_seed_command_flag_for_flag(example: ParsedService) -> None:

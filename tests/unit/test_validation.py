@@ -1,4 +1,4 @@
-"""Each validation rule, exercised with the seed's own numbers (FACTS.md)."""
+"""Each validation rule, exercised with the seed's own numbers (docs/FACTS.md)."""
 
 from typing import Any
 
@@ -168,7 +168,7 @@ def test_unknown_field_is_named() -> None:
     assert "spec.engine.maxModelLength: Extra inputs are not permitted" in err.value.problems
 
 
-# FACTS.md "Memory / KV budget": at ~512K (the table's baseline) and at the production 327680:
+# docs/FACTS.md "Memory / KV budget": at ~512K (the table's baseline) and at the production 327680:
 # MBT 8192 fits, 16384 is tight, 32768 cannot start.
 @pytest.mark.parametrize("max_model_len", [327680, 524288])
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Service-level engine figures for the status, from every pod's recent scrapes. Pure.
 
 Tokens/s and preemptions are counter increases over the last window (resets handled), TTFT and TPOT p50
-come from the engines' own histograms (FACTS.md pitfall 2), KV usage is the fullest pod, acceptance
+come from the engines' own histograms (docs/FACTS.md pitfall 2), KV usage is the fullest pod, acceptance
 length is 1 + accepted / drafts and per-position acceptance is accepted-at-position / drafts.
 """
 

@@ -1,7 +1,7 @@
 """Is the engine running with the configuration the spec asked for? Checked once it first answers.
 
 The seed's server answered 200 on /v1/models with `speculative_config=None`: a shell comment had dropped
-the rest of the command line (FACTS.md "Operations"). What is observable from outside is compared:
+the rest of the command line (docs/FACTS.md "Operations"). What is observable from outside is compared:
 served name and max_model_len from /v1/models; speculative decoding from the presence of vLLM's
 spec-decode series and the number of their `position` labels; block size and memory utilization from
 `vllm:cache_config_info`. Pure.

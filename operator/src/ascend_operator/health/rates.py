@@ -1,7 +1,7 @@
 """Rates and quantiles from counter and histogram samples, with counter resets handled.
 
 A counter that goes down was reset (the engine restarted): the increase across the reset is the new
-value, as Prometheus' `increase()` treats it. Quantiles come from the engine's own histograms (FACTS.md
+value, as Prometheus' `increase()` treats it. Quantiles come from the engine's own histograms (docs/FACTS.md
 pitfall 2: client-side first-chunk TTFT was 8.5-12 s while the engine's was 1.09-1.89 s).
 """
 

@@ -1,7 +1,7 @@
 """Scheduled recycling: is a pod old enough, and are we inside the maintenance window? Pure.
 
 The seed's long-uptime drift (~820 -> ~695 tok/s, ~18%) went away with a container restart; periodic
-recycling is the practical remedy it names (FACTS.md "Operations").
+recycling is the practical remedy it names (docs/FACTS.md "Operations").
 """
 
 import datetime

@@ -1,7 +1,7 @@
 """The `vllm serve` command line, as an argument list.
 
 Never a shell string: the seed lost `--speculative-config` to a comment inside a continued shell line and
-the server still started (FACTS.md "Operations"). JSON-valued flags are compact JSON.
+the server still started (docs/FACTS.md "Operations"). JSON-valued flags are compact JSON.
 """
 
 import json

@@ -2,7 +2,7 @@
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 
-#: FACTS.md "Production profile (final)", the six exports before `vllm serve`, in their order.
+#: docs/FACTS.md "Production profile (final)", the six exports before `vllm serve`, in their order.
 PROFILE_ENV: tuple[tuple[str, str], ...] = (
     ("OMP_NUM_THREADS", "10"),
     ("PYTORCH_NPU_ALLOC_CONF", "expandable_segments:True"),

@@ -139,7 +139,7 @@ def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
-        # processes; unreaped zombies went with the seed's ~18% throughput drift (FACTS.md "Operations").
+        # processes; unreaped zombies went with the seed's ~18% throughput drift (docs/FACTS.md "Operations").
         "shareProcessNamespace": True,
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,

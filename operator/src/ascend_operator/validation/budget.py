@@ -2,7 +2,7 @@
 
 Engines load ~292 GB of weights for minutes before vLLM finds out the KV cache does not fit. This module
 answers that up front from measured per-NPU figures (the model profiles in `data/model_profiles.yaml`,
-FACTS.md "Memory / KV budget (per NPU)") and the fitted startup requirement
+docs/FACTS.md "Memory / KV budget (per NPU)") and the fitted startup requirement
 
     needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x max_num_batched_tokens
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 KIB_PER_GIB = 1024.0 * 1024.0
 
-#: Above this share of the free KV memory a start is "tight". FACTS.md: MBT 16384 needed ~12.9 of ~13.8
+#: Above this share of the free KV memory a start is "tight". docs/FACTS.md: MBT 16384 needed ~12.9 of ~13.8
 #: GiB (93%) and was "very tight"; MBT 8192 needed ~8.6 GiB (62%) and fit. 75% sits between them and
 #: leaves ~3.4 GiB per NPU for the page rounding of the four hybrid KV groups and allocator fragmentation.
 TIGHT_FRACTION = 0.75

@@ -27,7 +27,7 @@ TYPED_ADDITIONAL_KEYS = (
     "enable_fused_mc2", "enable_reduce_sample", "enable_cpu_binding",
     "enable_context_parallel", "enable_flashcomm1",
 )  # fmt: skip
-#: FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
+#: docs/FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
 MC2_MAX_EXPERTS_PER_DEVICE = 24
 MC2_MIN_EP_WORLD = 16
 
