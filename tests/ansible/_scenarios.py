@@ -70,7 +70,7 @@ def group_vars(versions: Versions, packages: Path, **overrides: Any) -> dict[str
         driver_package_local_dir=str(packages),
         cann_package_local_dir=str(packages),
         runtime_package_local_dir=str(packages),
-        runtime_mode="device-plugin-mounts",
+        runtime_mode="HostMounts",
     )
     values.update(overrides)
     return values
@@ -91,7 +91,7 @@ def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
     values = group_vars(
         V1,
         tmp / "packages",
-        runtime_mode="ascend-docker-runtime",
+        runtime_mode="AscendDockerRuntime",
         # The stand-in node has a containerd configuration but no containerd service to restart.
         runtime_restart_containerd=False,
         labels_apply=True,

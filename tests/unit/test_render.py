@@ -66,7 +66,7 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
             "containers": [
                 {
                     "name": "engine",
-                    "image": "vllm-ascend-deepseek-v4:0.19.1rc2",
+                    "image": "quay.io/ascend/vllm-ascend:DeepSeekV4-flash-0731",
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["vllm"],
                     "args": build_engine_args(example.spec),
