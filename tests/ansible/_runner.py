@@ -125,6 +125,7 @@ def run_playbook(
     group_vars: dict[str, Any],
     check: bool = False,
     diff: bool = False,
+    tags: str = "",
     timeout: float = 900,
 ) -> Run:
     tmp.mkdir(parents=True, exist_ok=True)
@@ -135,6 +136,8 @@ def run_playbook(
         cmd.append("--check")
     if diff:
         cmd.append("--diff")
+    if tags:
+        cmd.append(f"--tags={tags}")
     start = time.monotonic()
     proc = subprocess.run(
         cmd,

@@ -36,6 +36,8 @@ class Outcome:
     logs: list[list[dict[str, str]]] = field(default_factory=list)  # install log after each run
     written: list[dict[str, str]] = field(default_factory=list)  # node files written, after each run
     files: dict[str, str | None] = field(default_factory=dict)  # selected node files after the last run
+    # `--tags verify` after each install that stopped for its reboot (the stand-in driver needs none)
+    after_reboot: list[Run] = field(default_factory=list)
     kubectl_calls: list[list[str]] = field(default_factory=list)
 
 
@@ -83,8 +85,8 @@ def _record(outcome: Outcome, node: Node, run: Run) -> None:
 
 
 def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
-    """Install, rerun, then --check --diff after chip 5 raised an alarm; Ascend Docker Runtime mode and
-    kubectl labelling on."""
+    """Install (verify stops for the reboot), `--tags verify` as after the reboot, rerun, then --check
+    --diff after chip 5 raised an alarm; Ascend Docker Runtime mode and kubectl labelling on."""
     tmp.mkdir(parents=True, exist_ok=True)
     cluster = tmp / "cluster.json"
     cluster.write_text(json.dumps({"nodes": {"atlas-standin": {"kubernetes.io/arch": "arm64"}}}))
@@ -102,8 +104,9 @@ def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
     outcome = Outcome()
     extra = {"/etc/containerd/config.toml": CONTAINERD_CONFIG}
     with booted(lower, tmp / "node", key, extra_files=extra) as node:
-        for _ in range(2):
-            _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=values))
+        _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=values))
+        outcome.after_reboot.append(run_playbook(node, tmp=tmp / "ansible", group_vars=values, tags="verify"))
+        _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=values))
         for path in (
             "/etc/profile.d/ascend-cann.sh",
             "/etc/containerd/config.toml",
@@ -123,17 +126,19 @@ def first_install(*, lower: Path, tmp: Path, key: Path) -> Outcome:
 
 def check_then_upgrade(*, lower: Path, tmp: Path, key: Path) -> Outcome:
     """On a bare node: --check --diff (plans, writes nothing), install V1 from a controller directory,
-    then V2 downloaded from a URL (the upgrade order)."""
+    then V2 downloaded from a URL (the upgrade order); `--tags verify` after each install."""
     outcome = Outcome()
     with booted(lower, tmp / "node", key) as node:
         v1 = group_vars(V1, tmp / "v1")
         _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=v1, check=True, diff=True))
         _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=v1))
+        outcome.after_reboot.append(run_playbook(node, tmp=tmp / "ansible", group_vars=v1, tags="verify"))
         served = tmp / "www" / "packages"
         v2 = group_vars(V2, served, driver_package_source="url", cann_package_source="url")
         with http_server(served.parent) as url:
             v2.update(driver_package_base_url=url, cann_package_base_url=url)
             _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=v2))
+        outcome.after_reboot.append(run_playbook(node, tmp=tmp / "ansible", group_vars=v2, tags="verify"))
     return outcome
 
 

@@ -54,7 +54,9 @@ def order(log: list[dict[str, str]]) -> list[str]:
 def test_first_run_installs_in_the_vendors_order(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "first_install")
     first = out.runs[0]
-    assert first.rc == 0, first.output[-5000:]
+    # Everything installs; only verify stops, because the new driver waits for a reboot (not allowed).
+    assert first.recap["failed"] == 1, first.output[-5000:]
+    assert first.statuses("TASK [verify : Stop until the node has rebooted into the new driver]") == ["fatal"]
     # First installation: driver before firmware (NPU driver and firmware installation guide), then
     # CANN toolkit, 910B ops and NNAL, then the Ascend Docker Runtime.
     assert order(out.logs[0]) == ["driver", "firmware", "toolkit", "910b-ops", "nnal", "docker-runtime"]
@@ -64,12 +66,23 @@ def test_first_run_installs_in_the_vendors_order(outcomes: dict[str, Future[sc.O
     # NNAL and the ops package were installed with the toolkit's environment sourced.
     assert out.logs[0][3]["ascend_home"] == out.logs[0][4]["ascend_home"] == "/usr/local/Ascend/cann"
     assert first.recap["changed"] > 0
-    assert first.recap["failed"] == 0
+
+
+def test_first_install_without_reboot_says_reboot_then_verify(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    first = out.runs[0]
+    assert "REBOOT REQUIRED on standin: this run installed driver and firmware" in first.text
+    assert "--limit standin --tags verify" in first.text
+    # What the message says to do works: after the reboot, `--tags verify` passes and changes nothing.
+    verify = out.after_reboot[0]
+    assert verify.rc == 0, verify.output[-5000:]
+    assert verify.recap["changed"] == 0
+    assert verify.statuses("TASK [verify : Stop until the node has rebooted into the new driver]") == ["skipping"]
 
 
 def test_first_run_leaves_a_node_the_operator_can_use(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "first_install")
-    assert "8 healthy 910B, driver 25.5.0, firmware 7.8.0.2.212" in out.runs[0].text
+    assert "8 healthy 910B, driver 25.5.0, firmware 7.8.0.2.212" in out.after_reboot[0].text
     profile = out.files["/etc/profile.d/ascend-cann.sh"] or ""
     assert "/usr/local/Ascend/cann/set_env.sh" in profile
     assert "/usr/local/Ascend/nnal/atb/set_env.sh" in profile
@@ -145,12 +158,14 @@ def test_reboot_is_requested_only_through_the_handler(outcomes: dict[str, Future
 
 def test_version_mismatch_upgrades_firmware_before_driver(outcomes: dict[str, Future[sc.Outcome]]) -> None:
     out = result(outcomes, "check_then_upgrade")
-    assert out.runs[1].rc == 0, out.runs[1].output[-5000:]
-    assert out.runs[2].rc == 0, out.runs[2].output[-5000:]
+    for install, verify in zip(out.runs[1:], out.after_reboot, strict=True):
+        assert install.recap["failed"] == 1, install.output[-5000:]
+        assert install.statuses("TASK [verify : Stop until the node has rebooted into the new driver]") == ["fatal"]
+        assert verify.rc == 0, verify.output[-5000:]
     new = out.logs[2][len(out.logs[1]) :]
     assert [(e["package"], e["version"]) for e in new] == [("firmware", "7.8.0.5.216"), ("driver", "25.5.1")]
     assert "steps in upgrade order: firmware then driver" in out.runs[2].text
-    assert "8 healthy 910B, driver 25.5.1, firmware 7.8.0.5.216" in out.runs[2].text
+    assert "8 healthy 910B, driver 25.5.1, firmware 7.8.0.5.216" in out.after_reboot[1].text
     assert "REBOOT REQUIRED on standin" in out.runs[2].text
     # The packages came from the URL and were checked, staged and removed again.
     download = "TASK [stage_package : Download a package onto the node]"
