@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.cluster import ROOT, Cluster, KubectlError, wait_for
-from tests.e2e.operator_fixtures import Proc, simulators  # noqa: F401  (fixture)
+from tests.e2e.operator_fixtures import Proc
 from tests.helm.chart import find_helm, parse_manifest
 from tests.helm.operator_proc import free_port, local_args, running_operator, token_kubeconfig
 
