@@ -1,4 +1,5 @@
-"""docs/deploy.md, followed command by command on the local control plane up to the first request.
+"""docs/deploy.md, followed command by command on the local control plane: install, first request, upgrade,
+uninstall.
 
 Why: a deploy guide rots silently; a renamed value, a chart that no longer installs, a condition that is
 never set, a wrong path in an example, and the newcomer is stuck at step 4. Every fenced block whose info
@@ -164,6 +165,9 @@ def test_the_guide_runs_up_to_the_first_request(
     assert chat["model"] == "deepseek-v4-flash"
     assert chat["choices"][0]["message"]["content"]
     assert 0 < chat["usage"]["completion_tokens"] <= 16
+    # Step 9: the operator release was upgraded in place (CRDs applied first).
+    upgrade = next(out for b, out in zip(blocks, outputs, strict=True) if "helm upgrade" in b)
+    assert 'Release "ais" has been upgraded.' in upgrade
     # Step 10: the service went while the operator ran (no finalizer left behind), then the release.
     with pytest.raises(KubectlError, match="NotFound"):
         cluster.kubectl("get", "ais", "dsv4-flash", "-n", namespace)

@@ -31,7 +31,7 @@ def test_guide_tests_the_path_up_to_the_first_request_and_back() -> None:
     blocks = guide_blocks(GUIDE.read_text())
     joined = "\n".join(blocks)
     order = ["helm install", "apply -f examples/dsv4-flash.yaml", "condition=Ready", "/v1/chat/completions"]
-    order += ["delete ais", "helm uninstall"]
+    order += ["helm upgrade", "delete ais", "helm uninstall"]
     assert [joined.index(step) for step in order] == sorted(joined.index(step) for step in order)
 
 
