@@ -12,7 +12,7 @@ Where to look:
 - start it: `aissim serve <vllm serve args>` or `python -m aissim serve ...` (cli.py has
   the `--sim-*` flags and AIS_SIM_* env vars; unknown vLLM flags are accepted and recorded);
 - routes and the fault API (`/sim/faults`, `/sim/state`): server.py;
-- every calibrated figure, with its source in FACTS.md: calibration.py;
+- every calibrated figure, with its source in docs/FACTS.md: calibration.py;
 - the request extension `"sim_prompt_tokens": N` (an N-token prompt without sending it): tokens.py;
 - measuring it the seed's way: loadgen.py and bench/sim_sweep.py.
 """

@@ -2,7 +2,7 @@
 
 Why this module exists: the simulator stands in for DeepSeek-V4-Flash on vLLM-Ascend on one Atlas 800 A2
 server; tests, detectors and demos only mean something if its timings, KV capacity and speculative
-acceptance come from the measured figures (FACTS.md / 000_*.txt), not from numbers made up per module.
+acceptance come from the measured figures (docs/FACTS.md / docs/seed/000_*.txt), not from numbers made up per module.
 All functions here are pure: engine time in, engine time out. The time-scale factor is applied elsewhere.
 """
 
@@ -14,12 +14,12 @@ from collections.abc import Sequence
 KIB_PER_GIB = 1024 * 1024
 
 # ---------------------------------------------------------------------------------------------------
-# Prefill: FACTS.md "Clean C1 prefill time (TTFT) by context" (engine TTFT, concurrency 1, fresh prompts).
+# Prefill: docs/FACTS.md "Clean C1 prefill time (TTFT) by context" (engine TTFT, concurrency 1, fresh prompts).
 # The cumulative prefill time T(L) is interpolated piecewise-linearly through (0, 0) and these points;
 # a chunk [c0, c1) costs T(c1) - T(c0), so chunked prefill of a clean C1 request sums to the table.
 # ---------------------------------------------------------------------------------------------------
 TP8_PREFILL_S: tuple[tuple[int, float], ...] = (
-    (8 * 1024, 1.62),  # FACTS.md: 8K TP8 1.62 s
+    (8 * 1024, 1.62),  # docs/FACTS.md: 8K TP8 1.62 s
     (32 * 1024, 5.05),  # 32K TP8 5.05 s
     (64 * 1024, 10.17),  # 64K TP8 10.17 s
     (128 * 1024, 22.40),  # 128K TP8 22.40 s
@@ -27,7 +27,7 @@ TP8_PREFILL_S: tuple[tuple[int, float], ...] = (
     (512 * 1024, 148.76),  # 512K TP8 148.76 s
 )
 TP4_PREFILL_S: tuple[tuple[int, float], ...] = (
-    (8 * 1024, 2.02),  # FACTS.md: 8K DP2 x TP4 2.02 s
+    (8 * 1024, 2.02),  # docs/FACTS.md: 8K DP2 x TP4 2.02 s
     (32 * 1024, 7.18),  # 32K 7.18 s
     (64 * 1024, 14.25),  # 64K 14.25 s
     (128 * 1024, 30.77),  # 128K 30.77 s
@@ -35,7 +35,7 @@ TP4_PREFILL_S: tuple[tuple[int, float], ...] = (
 )
 
 # ---------------------------------------------------------------------------------------------------
-# Decode: FACTS.md "TP8 concurrency sweep" mean TPOT by concurrency (C1..C32 are running batches; the C64
+# Decode: docs/FACTS.md "TP8 concurrency sweep" mean TPOT by concurrency (C1..C32 are running batches; the C64
 # row runs 32 slots and is the slot-limited case the scheduler reproduces by itself).
 # ---------------------------------------------------------------------------------------------------
 TP8_TPOT_S: tuple[tuple[int, float], ...] = (
@@ -46,7 +46,7 @@ TP8_TPOT_S: tuple[tuple[int, float], ...] = (
 )
 # The sweep's published throughput, used by the sweep test and bench/sim_sweep.py as the target.
 TP8_SWEEP: dict[int, tuple[float, float]] = {
-    # concurrency: (output tok/s, mean TPOT s) - FACTS.md "TP8 concurrency sweep"
+    # concurrency: (output tok/s, mean TPOT s) - docs/FACTS.md "TP8 concurrency sweep"
     1: (66.5, 0.0142),
     8: (264.5, 0.0275),
     16: (405.4, 0.0355),
@@ -58,22 +58,22 @@ TP8_SWEEP: dict[int, tuple[float, float]] = {
 # runs (C1: 512 / (TTFT + 511 x 14.2 ms) ~= 66.5 tok/s fits too). The sweep test and bench use this shape.
 SWEEP_PROMPT_TOKENS = 256
 SWEEP_OUTPUT_TOKENS = 512
-# DP2 x TP4: FACTS.md "TP8 vs DP2 x TP4": C1 TPOT 21.0 ms vs 23.0 ms (a TP4 step is ~9% cheaper alone), and
+# DP2 x TP4: docs/FACTS.md "TP8 vs DP2 x TP4": C1 TPOT 21.0 ms vs 23.0 ms (a TP4 step is ~9% cheaper alone), and
 # "step cost per token" 1.84 vs 0.80 ms (each extra sequence costs more on TP4). The batch slope ratio is
-# fitted so DP2 x TP4 at C64 lands on FACTS.md "DP2 x TP4 at C64 ... mean 820.04 tok/s" (bench/sim_sweep.py).
+# fitted so DP2 x TP4 at C64 lands on docs/FACTS.md "DP2 x TP4 at C64 ... mean 820.04 tok/s" (bench/sim_sweep.py).
 TP4_C1_STEP_RATIO = 21.0 / 23.0
 TP4_BATCH_SLOPE_RATIO = 1.68
 DP2_TP4_C64_TOKS = 820.04
 
 # ---------------------------------------------------------------------------------------------------
-# KV cache: FACTS.md "Memory / KV budget (per NPU)".
+# KV cache: docs/FACTS.md "Memory / KV budget (per NPU)".
 # ---------------------------------------------------------------------------------------------------
 KV_POOL_TOKENS_AT_090 = {8: 1_078_120, 4: 941_000}  # "GPU KV cache size: 1,078,120 tokens"; ~941K DP2xTP4
 KV_FREE_GIB_AT_090 = {8: 13.8, 4: 12.1}  # "free for KV ~13.8 GiB | ~12.1 GiB"
 # weights + activation + non-torch + graph: 39.10+1.44+0.46+1.07 (TP8), 40.47+1.69+0.56+1.11 (TP4)
 KV_FIXED_GIB = {8: 39.10 + 1.44 + 0.46 + 1.07, 4: 40.47 + 1.69 + 0.56 + 1.11}
 REFERENCE_UTILIZATION = 0.90  # production --gpu-memory-utilization 0.90
-# Hybrid KV (FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
+# Hybrid KV (docs/FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
 # fills first, not tokens / 1.078M, so each context token costs more than one pool token. The seed bounds
 # the cost: baseline TP8 completes a 512K prompt (148.76 s / 144.56 s), so 512K x cost < 1,078,120; with
 # DSA-CP (pool ~969K) the same request drove usage 0.6% -> 83.7% -> 90.8% -> 97.5% and never finished, so
@@ -81,14 +81,14 @@ REFERENCE_UTILIZATION = 0.90  # production --gpu-memory-utilization 0.90
 # ~98.7% (past the seed's 97.5% stall point, under 100%): the `stall-at-kv` fault then catches it exactly
 # where the seed's engine stopped, and without the fault it completes as the seed's baseline did.
 KV_POOL_TOKENS_PER_CONTEXT_TOKEN = 2.03
-DSA_CP_KV_POOL_TOKENS = {8: 969_000, 4: 799_000}  # FACTS.md "With DSA-CP on, KV capacity drops to ..."
+DSA_CP_KV_POOL_TOKENS = {8: 969_000, 4: 799_000}  # docs/FACTS.md "With DSA-CP on, KV capacity drops to ..."
 # Startup requirement fitted in the seed: needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x MBT
-# (FACTS.md "Startup requirement"; MBT 32768 "does not start").
+# (docs/FACTS.md "Startup requirement"; MBT 32768 "does not start").
 STARTUP_KIB_PER_MODEL_LEN_TOKEN = 8.15
 STARTUP_KIB_PER_BATCHED_TOKEN = 553.0
 
 # ---------------------------------------------------------------------------------------------------
-# Speculative decoding (DSpark): FACTS.md "Speculative decoding".
+# Speculative decoding (DSpark): docs/FACTS.md "Speculative decoding".
 # ---------------------------------------------------------------------------------------------------
 # Real reasoning traffic, per-position acceptance #1..#7 (acceptance length 2.214 = 1 + sum).
 REAL_ACCEPTANCE_PER_POSITION = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)
@@ -97,13 +97,13 @@ REAL_ACCEPTANCE_PER_POSITION = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)
 SYNTHETIC_ACCEPTANCE_LENGTH = {7: 4.158, 6: 4.120, 5: 3.805}
 
 # ---------------------------------------------------------------------------------------------------
-# Faults: FACTS.md "Operations" and "DSA-CP" figures.
+# Faults: docs/FACTS.md "Operations" and "DSA-CP" figures.
 # ---------------------------------------------------------------------------------------------------
 STALL_KV_THRESHOLD = 0.975  # "KV usage went ... -> 97.5%, then forward progress stopped"
 DRIFT_FRACTION = 0.18  # "fell from ~820 to ~695 tok/s (~18%) after a long uptime"
 DRIFT_PERIOD_S = 24 * 3600.0  # "long uptime": the seed gives no duration; one day is this module's choice
 
-VLLM_VERSION = "0.25.1"  # FACTS.md "Hardware and software": vLLM 0.25.1
+VLLM_VERSION = "0.25.1"  # docs/FACTS.md "Hardware and software": vLLM 0.25.1
 
 
 def _interp(points: Sequence[tuple[int, float]], x: float) -> float:

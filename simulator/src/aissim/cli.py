@@ -5,7 +5,7 @@ it must start from a rendered pod's args unchanged. Start-up follows vLLM's orde
 bound first (vLLM's api_server binds before building the engine, so probes connect but get no answer
 while weights load - the realistic `slow-start`), then the model "loads" for `--sim-load-seconds` engine
 seconds, then the KV budget is checked (vLLM refuses to start when max_model_len and
-max_num_batched_tokens do not fit: FACTS.md "Startup requirement"), then the HTTP routes come up.
+max_num_batched_tokens do not fit: docs/FACTS.md "Startup requirement"), then the HTTP routes come up.
 
 Env overrides for harnesses: AIS_SIM_TIME_SCALE, AIS_SIM_ACCEPTANCE_PROFILE, AIS_SIM_FAULTS (`;`-separated
 fault flags), AIS_SIM_LOAD_SECONDS, AIS_SIM_DROP_ARGS, AIS_SIM_SEED (each used when its --sim-* flag is

@@ -1,6 +1,6 @@
 """Closed-loop load generator that measures a simulator the way the seed measured the real engine.
 
-Why this module exists: the seed's rules for a harness (FACTS.md "Benchmark pitfalls") are fixed output
+Why this module exists: the seed's rules for a harness (docs/FACTS.md "Benchmark pitfalls") are fixed output
 (`ignore_eos` + fixed `max_tokens`), a fresh prompt per request so the prefix cache cannot flatter TTFT,
 and the engine's own metrics rather than client-side stream timing. The sweep test and
 bench/sim_sweep.py both use this: C workers each send requests back to back; output tok/s is the delta of

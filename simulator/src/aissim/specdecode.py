@@ -1,6 +1,6 @@
 """Speculative-decoding acceptance: how many of the k drafted tokens each verify step accepts.
 
-Why this module exists: DSpark's value is accepted advancement per step (FACTS.md "Speculative decoding"),
+Why this module exists: DSpark's value is accepted advancement per step (docs/FACTS.md "Speculative decoding"),
 and the detectors read per-position acceptance from vLLM's counters. Acceptance is a prefix: position i can
 only be accepted if 0..i-1 were, so one uniform draw u per step gives accepted = #{i : u < rate_i} with
 P(accepted > i) = rate_i, the per-position rate vLLM reports as per_pos[i] / num_drafts. Draws follow a
