@@ -115,7 +115,7 @@ def _cleanup(cluster: Cluster, namespace: str) -> None:
     cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
 
 
-def test_the_guide_runs_up_to_the_first_request(
+def test_the_guide_runs_from_install_through_first_request_to_uninstall(
     cluster: Cluster,
     simulators: Proc,
     tmp_path: Path,
