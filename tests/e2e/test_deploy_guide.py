@@ -5,7 +5,7 @@ Why: a deploy guide rots silently; a renamed value, a chart that no longer insta
 never set, a wrong path in an example, and the newcomer is stuck at step 4. Every fenced block whose info
 string is `sh test` runs here in the guide's order, unchanged: only the placeholders the guide documents
 (REGISTRY, DIGEST, NAMESPACE, ENDPOINT) are set, as shell variables. What KWOK cannot do stands in,
-outside the guide's commands: `aisctl sim attach` serves each engine pod's rendered command line on its
+outside the guide's commands: `aissim attach` serves each engine pod's rendered command line on its
 pod IP (the engine), and the operator runs as a local process with the chart's ServiceAccount token and
 the chart's own arguments (KWOK runs no container, so the chart's Deployment only looks Ready). ENDPOINT,
 the local end of the guide's port-forward, is the engine pod's address, since KWOK nodes have no kubelet
