@@ -17,7 +17,7 @@ from ascend_operator.health.judge import CanaryOutcome
 from ascend_operator.health.machine import Observations, RequestRoll, SetGate, canary_due, resume, step
 from ascend_operator.health.samples import EngineSample
 
-#: FACTS.md: TTFT at C64 (requests 33..64 wait for one of 32 slots) and an idle engine's TTFT.
+#: docs/FACTS.md: TTFT at C64 (requests 33..64 wait for one of 32 slots) and an idle engine's TTFT.
 SEED_C64_TTFT = 28.56
 IDLE_TTFT = 0.45
 

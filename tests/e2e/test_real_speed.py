@@ -19,7 +19,7 @@ from tests.e2e.test_health import AddNodes, attach, background_requests, gate, l
 
 pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.timeout(600)]
 
-#: The seed's peak: 64 clients, 1K-token prompts, 512 fixed output tokens (FACTS.md TP8 sweep).
+#: The seed's peak: 64 clients, 1K-token prompts, 512 fixed output tokens (docs/FACTS.md TP8 sweep).
 C64_BODY = {"prompt": "c64", "sim_prompt_tokens": 1024, "max_tokens": 512, "ignore_eos": True}
 LOAD_SECONDS = 120
 
