@@ -182,6 +182,30 @@ def test_spec_change_replaces_the_pod_once_and_delete_removes_children(
     )
 
 
+def test_kubectl_scale_uses_the_scale_subresource(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc
+) -> None:
+    label_nodes(cluster, add_nodes(2), namespace)
+    cluster.apply(example("svc", node_label=namespace), namespace=namespace)
+    wait_for(lambda: len(pods(cluster, namespace, "svc")) == 1, timeout=60, message="one pod")
+    cluster.kubectl("scale", "ais/svc", "-n", namespace, "--replicas=2")
+    wait_for(lambda: len(pods(cluster, namespace, "svc")) == 2, timeout=60, message="scaled to two pods")
+    scale = cluster.get_json("ais", "svc", "-n", namespace, "--subresource=scale")
+    assert scale["spec"]["replicas"] == 2
+    assert scale["status"]["selector"] == "inference.ascend.dev/service=svc"
+    wait_for(
+        lambda: cluster.get_json("ais", "svc", "-n", namespace, "--subresource=scale")["status"].get("replicas") == 2,
+        timeout=60,
+        message="status.replicas follows",
+    )
+    cluster.kubectl("scale", "ais/svc", "-n", namespace, "--replicas=1")
+    wait_for(
+        lambda: len([p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]) == 1,
+        timeout=60,
+        message="scaled back to one pod",
+    )
+
+
 def test_operator_killed_mid_reconcile_converges_without_duplicates(
     cluster: Cluster,
     namespace: str,

@@ -74,7 +74,7 @@ def test_names_printer_columns_and_subresources() -> None:
     assert crd["metadata"]["name"] == "ascendinferenceservices.inference.ascend.dev"
     assert crd["spec"]["names"]["shortNames"] == ["ais"]
     version = crd["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    assert set(version["subresources"]) == {"status", "scale"}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Ready"] == ".status.readyReplicas"
     assert columns["TP"] == ".spec.parallelism.tensor"

@@ -2,10 +2,13 @@
 
 from typing import Any
 
+import pytest
+
 from ascend_operator.api.parse import ParsedService, parse_spec
+from ascend_operator.render import probes
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.env import build_env
-from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
+from ascend_operator.render.pod import Owner, build_pod, build_pod_spec, build_service, spec_hash
 from ascend_operator.render.probes import probe_source
 
 OWNER = Owner(name="dsv4-flash", namespace="llm", uid="3f1c7f9e-0000-4000-8000-000000000001")
@@ -234,3 +237,19 @@ def test_spec_hash_ignores_replicas_and_detector_knobs_but_not_engine_settings(e
     )
     assert spec_hash(scaled) == spec_hash(example.spec)
     assert spec_hash(retuned) != spec_hash(example.spec)
+
+
+def test_canary_knobs_grace_and_the_probe_source_never_restart_an_engine(
+    example: ParsedService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator upgrade (a new probe script) or a health knob only the operator reads keeps every pod."""
+    before = spec_hash(example.spec)
+    health = example.spec.health
+    canary = health.canary.model_copy(update={"timeout_seconds": 3.0, "period_seconds": 30.0, "max_tokens": 1})
+    tuned = example.spec.model_copy(
+        update={"health": health.model_copy(update={"canary": canary, "startup_grace_seconds": 3600.0})}
+    )
+    assert spec_hash(tuned) == before
+    monkeypatch.setattr(probes, "probe_source", lambda: "print('a newer operator's probe')")
+    assert build_pod_spec(example.spec)["containers"][0]["readinessProbe"]["exec"]["command"][2].startswith("print")
+    assert spec_hash(example.spec) == before

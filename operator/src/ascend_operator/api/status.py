@@ -57,6 +57,9 @@ class AscendInferenceServiceStatus(ApiModel):
     ready_replicas: int = Field(default=0, description="Engine pods that are Ready.")
     desired_replicas: int = Field(default=0, description="spec.replicas.")
     updated_replicas: int = Field(default=0, description="Engine pods that run the current spec.")
+    selector: str | None = Field(
+        default=None, description="Label selector of the engine pods (the scale subresource's, for HPA and KEDA)."
+    )
     tokens_per_second_display: str | None = Field(
         default=None, description="Tokens/s for the printer column (formatted)."
     )

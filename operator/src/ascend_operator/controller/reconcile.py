@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
@@ -115,6 +116,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             errors=errors,
             extra=memory.extra_status,
             overrides=memory.overrides,
+            selector=f"{LABEL_SERVICE}={owner.name}",
         ),
         previous=previous,
         now=ctx.now(),

@@ -27,6 +27,8 @@ class Observed:
     """Further status fields computed elsewhere (engine metrics, last roll), merged as given."""
     overrides: Sequence[tuple[str, str, str, str]] = ()
     """(type, status, reason, message) that replace the computed condition of that type."""
+    selector: str | None = None
+    """The engine pods' label selector, published for the scale subresource."""
 
 
 def _cond(kind: str, ok: bool, reason: str, message: str) -> tuple[str, str, str, str]:
@@ -103,6 +105,8 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
         "updatedReplicas": sum(1 for p in live if p.spec_hash == obs.spec_hash),
         "conditions": conditions,
     }
+    if obs.selector is not None:
+        status["selector"] = obs.selector
     status.update(obs.extra)
     return status
 

@@ -42,13 +42,23 @@ class Owner:
     """None when rendering offline (`aisctl render`): the API server assigns it, so no owner reference."""
 
 
-def spec_hash(spec: AscendInferenceServiceSpec) -> str:
-    """A digest of the rendered pod spec: a changed hash means replace the pod.
+#: Container fields the operator renders around the engine for its own judgement (the probe script's source,
+#: canary knobs, the startup grace): they change with an operator upgrade or a health knob, never the engine.
+OPERATOR_OWNED_FIELDS = ("readinessProbe", "startupProbe", "livenessProbe")
 
-    Hashing what is rendered, not the whole spec, means a change of `replicas` or of a detector threshold
-    never restarts an engine that takes minutes to load.
+
+def spec_hash(spec: AscendInferenceServiceSpec) -> str:
+    """A digest of what the user asked for that changes the engine: a changed hash means replace the pod.
+
+    It covers the rendered pod spec (image, args, env, resources, scheduling, mounts) without the probes the
+    operator renders around the engine, so neither `replicas`, nor a detector or canary knob, nor an operator
+    upgrade that changes the probe script restarts an engine that takes minutes to load ~292 GB; a pod gets
+    the new probe on its next natural restart.
     """
     body = build_pod_spec(spec)
+    for container in body.get("containers") or []:
+        for key in OPERATOR_OWNED_FIELDS:
+            container.pop(key, None)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
