@@ -13,6 +13,7 @@ import yaml
 
 from ascend_operator.api.crd import build_crd
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.render.pod import Owner, build_pod, build_service
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     docs = sub.add_parser("docs", help="print the API reference table (Markdown) that README.md carries")
     docs.set_defaults(func=cmd_docs)
     operator_cmd.add_parser(sub)
+    bench_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,152 @@
+"""Engine /metrics snapshots and the deltas a benchmark reads from them (pure: text in, numbers out).
+
+Why this module exists: the seed's second rule is that TTFT and TPOT come from the engine's own histograms,
+not from client-side stream timing (FACTS.md benchmark pitfall 2: client first-chunk TTFT read 8.5-12 s
+while the engine's read 1.09-1.89 s). Every figure the bench takes from the engine is a difference between
+two scrapes, and a counter that went down between them means the engine restarted during the run, which
+voids the run (pitfall 4). Names are vLLM 0.25.1's, as registered in vllm/v1/metrics/loggers.py
+`PrometheusStatLogger.__init__`: `vllm:kv_cache_usage_perc` (line 525), `vllm:prefix_cache_queries` /
+`vllm:prefix_cache_hits` (548 / 559), `vllm:num_preemptions` (625), `vllm:generation_tokens` (668),
+`vllm:request_success` with a `finished_reason` label that also counts aborts (678),
+`vllm:time_to_first_token_seconds` (760), `vllm:request_time_per_output_token_seconds` (823), and
+`vllm:cache_config_info` from `log_metrics_info` (1045). Counters are exposed by
+prometheus-client with a `_total` suffix, histograms as `_sum` / `_count` / `_bucket`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+TTFT = "vllm:time_to_first_token_seconds"
+TPOT = "vllm:request_time_per_output_token_seconds"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+REQUEST_SUCCESS = "vllm:request_success_total"
+PREEMPTIONS = "vllm:num_preemptions_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+RUNNING = "vllm:num_requests_running"
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+PROCESS_START = "process_start_time_seconds"
+
+_MONOTONE_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One scrape: every sample by (name, sorted labels)."""
+
+    series: Mapping[SeriesKey, float]
+
+    def total(self, name: str, **match: str) -> float:
+        """The sum of a sample name over all series whose labels include `match`."""
+        return sum(
+            value
+            for (sample, labels), value in self.series.items()
+            if sample == name and all((k, v) in labels for k, v in match.items())
+        )
+
+    def per_engine(self, name: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (sample, labels), value in self.series.items():
+            if sample == name:
+                engine = dict(labels).get("engine", "")
+                out[engine] = out.get(engine, 0.0) + value
+        return out
+
+    def labels_of(self, name: str) -> list[dict[str, str]]:
+        return [dict(labels) for (sample, labels) in self.series if sample == name]
+
+    def buckets(self, name: str) -> dict[float, float]:
+        """Cumulative bucket counts of a histogram by upper bound, summed over engines."""
+        out: dict[float, float] = {}
+        for (sample, labels), value in self.series.items():
+            if sample == name + "_bucket":
+                le = float(dict(labels)["le"])
+                out[le] = out.get(le, 0.0) + value
+        return out
+
+
+def parse_metrics(text: str) -> Snapshot:
+    series: dict[SeriesKey, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            series[key] = series.get(key, 0.0) + float(sample.value)
+    return Snapshot(series)
+
+
+def delta(before: Snapshot, after: Snapshot, name: str, **match: str) -> float:
+    return after.total(name, **match) - before.total(name, **match)
+
+
+def resets(before: Snapshot, after: Snapshot) -> list[str]:
+    """Monotone series that went down or vanished between two scrapes, and a changed process start time:
+    each is evidence that the engine restarted in between."""
+    found: list[str] = []
+    for key, value in before.series.items():
+        name, labels = key
+        if not name.endswith(_MONOTONE_SUFFIXES) or name.endswith("_created"):
+            continue
+        later = after.series.get(key)
+        if later is None or later < value - 1e-9:
+            label_text = ",".join(f"{k}={v}" for k, v in labels if k != "le")
+            found.append(f"{name}{{{label_text}}} {value:g} -> {'absent' if later is None else f'{later:g}'}")
+    start0, start1 = before.total(PROCESS_START), after.total(PROCESS_START)
+    if start0 and start1 and abs(start1 - start0) > 1e-6:
+        found.append(f"{PROCESS_START} {start0:.0f} -> {start1:.0f}")
+    return found
+
+
+@dataclass(frozen=True)
+class HistogramDelta:
+    """A histogram's observations between two scrapes."""
+
+    count: float
+    sum: float
+    buckets: Mapping[float, float]  # cumulative, by upper bound
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count > 0 else None
+
+    def quantile(self, q: float) -> float | None:
+        """Prometheus `histogram_quantile`: linear interpolation inside the bucket that holds rank q."""
+        if self.count <= 0 or not self.buckets:
+            return None
+        rank = q * self.count
+        lower_bound, lower_count = 0.0, 0.0
+        for bound in sorted(self.buckets):
+            cumulative = self.buckets[bound]
+            if cumulative >= rank:
+                if math.isinf(bound):
+                    return lower_bound
+                width = cumulative - lower_count
+                frac = (rank - lower_count) / width if width > 0 else 0.0
+                return lower_bound + (bound - lower_bound) * frac
+            lower_bound, lower_count = bound, cumulative
+        return lower_bound
+
+
+def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
+    b0, b1 = before.buckets(name), after.buckets(name)
+    return HistogramDelta(
+        count=delta(before, after, name + "_count"),
+        sum=delta(before, after, name + "_sum"),
+        buckets={le: b1[le] - b0.get(le, 0.0) for le in b1},
+    )
+
+
+def cache_config(snapshot: Snapshot) -> dict[str, str]:
+    """The labels of `vllm:cache_config_info` (CacheConfig.metrics_info(), one series per engine)."""
+    infos = snapshot.labels_of(CACHE_CONFIG_INFO)
+    if not infos:
+        return {}
+    return {k: v for k, v in sorted(infos[0].items()) if k not in ("engine", "model_name")}

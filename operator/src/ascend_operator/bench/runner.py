@@ -1,0 +1,187 @@
+"""Run one measured point against an endpoint: calibrate prompt text, scrape, load, scrape again.
+
+Why this module exists: every scenario (sweep, prefill, mixed, A/B) measures the same way, so the way is
+written once: a snapshot of /metrics (and of aissim's engine clock) before, a closed loop of C workers
+over a fixed list of planned requests, a sampler that keeps the KV-usage and running peaks, a snapshot
+after. The scrapes bracket only the planned requests (calibration probes come before), so the engine's
+finished-request delta must equal the plan exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from ascend_operator.bench import metrics as m
+from ascend_operator.bench import prompts
+from ascend_operator.bench.client import Endpoint
+from ascend_operator.bench.rules import Batch, Clock, RequestRecord
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
+ProgressFactory = Callable[[str, int], Progress]
+
+
+def tqdm_progress(desc: str, total: int) -> Progress:
+    """A progress bar per point on stderr (stdout stays the Markdown table)."""
+    from tqdm import tqdm
+
+    bar: Progress = tqdm(total=total, desc=desc, unit="req", file=sys.stderr, dynamic_ncols=True, leave=True)
+    return bar
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One request to send: its prompt key, requested prompt length and fixed output length."""
+
+    key: str
+    prompt_tokens: int
+    max_tokens: int
+    kind: str = "short"
+
+
+@dataclass
+class Target:
+    """An endpoint with what the bench learned about it: clock, model, calibrated text ratio."""
+
+    endpoint: Endpoint
+    info: dict[str, Any]
+    model: str
+    clock: Clock
+    chars_per_token: float = prompts.DEFAULT_CHARS_PER_TOKEN
+    calibration: list[dict[str, int]] | None = None
+
+
+async def open_target(endpoint: Endpoint, model: str | None) -> Target:
+    info = await endpoint.describe()
+    served = info["models"]
+    if model is None:
+        if not served:
+            raise RuntimeError(f"{endpoint.base}/v1/models lists no model")
+        model = str(served[0])
+    clock = Clock(info["clock"], float(info["time_scale"]))
+    return Target(endpoint=endpoint, info=info, model=model, clock=clock)
+
+
+async def calibrate(target: Target, *, seed: int, tokens: int) -> None:
+    """Two probe requests refine the characters-per-token ratio from the engine's usage counts."""
+    target.calibration = []
+    probe = min(tokens, 8192)
+    for attempt in range(2):
+        text = prompts.make_text(
+            prompts.prompt_key(seed, "calibrate", target.endpoint.label, attempt),
+            prompts.chars_for(probe, target.chars_per_token),
+        )
+        rec = await target.endpoint.complete(
+            model=target.model, text=text, max_tokens=1, index=-1 - attempt, kind="probe", requested=probe
+        )
+        if not rec.ok:
+            raise RuntimeError(f"calibration request to {target.endpoint.base} failed: {rec.error}")
+        target.chars_per_token = prompts.refine(len(text), rec.prompt_tokens)
+        target.calibration.append({"chars": len(text), "prompt_tokens": rec.prompt_tokens})
+
+
+async def _busy(endpoint: Endpoint, clock: Clock) -> dict[str, float] | None:
+    if clock.kind != "aissim":
+        return None
+    state = await endpoint.sim_state()
+    if state is None:
+        return None
+    return {str(e["engine"]): float(e["busy_engine_s"]) for e in state.get("engines", [])}
+
+
+async def run_point(
+    target: Target,
+    plans: Sequence[Plan],
+    *,
+    concurrency: int,
+    label: str,
+    context: int | None,
+    progress: ProgressFactory | None,
+    poll_s: float = 0.2,
+) -> Batch:
+    ep = target.endpoint
+    before = await ep.snapshot()
+    busy0 = await _busy(ep, target.clock)
+    texts = [prompts.make_text(p.key, prompts.chars_for(p.prompt_tokens, target.chars_per_token)) for p in plans]
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(plans)):
+        queue.put_nowait(i)
+    records: list[RequestRecord | None] = [None] * len(plans)
+    bar = progress(f"{ep.label} {label}", len(plans)) if progress else None
+    peaks = {"kv": 0.0, "running": 0.0}
+
+    async def worker() -> None:
+        while True:
+            try:
+                i = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            plan = plans[i]
+            records[i] = await ep.complete(
+                model=target.model,
+                text=texts[i],
+                max_tokens=plan.max_tokens,
+                index=i,
+                kind=plan.kind,
+                requested=plan.prompt_tokens,
+            )
+            if bar:
+                bar.update(1)
+
+    async def sampler() -> None:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                snap = await ep.snapshot()
+                peaks["kv"] = max(peaks["kv"], max(snap.per_engine(m.KV_USAGE).values(), default=0.0))
+                peaks["running"] = max(peaks["running"], snap.total(m.RUNNING))
+            await asyncio.sleep(poll_s)
+
+    t0 = time.monotonic()
+    sampling = asyncio.create_task(sampler())
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(plans)))))
+    finally:
+        sampling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampling
+        if bar:
+            bar.close()
+    wall = time.monotonic() - t0
+    after: m.Snapshot | None = None
+    error: str | None = None
+    busy: dict[str, float] | None = None
+    try:
+        after = await ep.snapshot()
+        busy1 = await _busy(ep, target.clock)
+        if busy0 is not None and busy1 is not None:
+            busy = {e: busy1[e] - busy0.get(e, 0.0) for e in busy1}
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    return Batch(
+        endpoint=ep.label,
+        label=label,
+        concurrency=concurrency,
+        context=context,
+        records=[r for r in records if r is not None],
+        before=before,
+        after=after,
+        wall_s=wall,
+        clock=target.clock,
+        scrape_error=error,
+        busy_s=busy,
+        kv_peak=peaks["kv"],
+        running_peak=peaks["running"],
+    )

@@ -1,0 +1,210 @@
+"""`aisctl bench {sweep,prefill,mixed,ab}`: the seed's benchmark protocol against any OpenAI endpoint.
+
+Why this module exists: it is the command-line face of ascend_operator.bench. It parses the scenario's
+knobs, runs it, writes result.json, result.md and result.png into --out, prints the Markdown table on
+stdout and exits 0 only on PASS (1 on FAIL, whatever failed: a request, a rule, an incomplete result,
+an unreachable engine), so a pipeline can never mistake a failed run for a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ascend_operator.bench import scenarios
+from ascend_operator.bench.client import Endpoint
+from ascend_operator.bench.prompts import parse_tokens
+from ascend_operator.bench.report import SCHEMA, finalize, markdown
+from ascend_operator.bench.rules import Thresholds
+from ascend_operator.bench.runner import Target, open_target, tqdm_progress
+
+EXIT_FAIL = 1
+
+
+def _ints(text: str) -> list[int]:
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas: {text!r}")
+    return values
+
+
+def _tokens(text: str) -> int:
+    try:
+        return parse_tokens(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _token_list(text: str) -> list[int]:
+    return [_tokens(v) for v in text.split(",") if v.strip()]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="served model name (default: the first of /v1/models)")
+    p.add_argument("--seed", type=int, help="prompt seed (default: random; reusing one reuses every prompt)")
+    p.add_argument("--out", type=Path, help="directory for result.json/.md/.png (default: bench-results/...)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="per-request timeout, wall seconds")
+    p.add_argument("--cache-threshold", type=float, default=0.01, help="max prefix-cache hit fraction")
+    p.add_argument("--length-tolerance", type=float, default=0.05, help="max prompt length error (fraction)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+
+
+def add_parser(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmark an OpenAI endpoint with the seed's four rules built in")
+    kinds = bench.add_subparsers(dest="scenario", required=True)
+    sweep = kinds.add_parser("sweep", help="concurrency sweep with fixed input/output lengths")
+    sweep.add_argument("--url", required=True)
+    sweep.add_argument("--concurrency", type=_ints, default=[1, 8, 32, 64])
+    sweep.add_argument("--input-tokens", type=_tokens, default=1024)
+    sweep.add_argument("--output-tokens", type=_tokens, default=512)
+    sweep.add_argument("--rounds", type=int, default=2, help="requests per worker at each concurrency")
+    prefill = kinds.add_parser("prefill", help="clean prefill scan by context length at concurrency 1")
+    prefill.add_argument("--url", required=True)
+    prefill.add_argument("--contexts", type=_token_list, default=[8192, 32768, 65536])
+    prefill.add_argument("--output-tokens", type=_tokens, default=16)
+    prefill.add_argument("--rounds", type=int, default=1, help="fresh prompts per context length")
+    mixed = kinds.add_parser("mixed", help="1 x long context beside N short requests (the acceptance workload)")
+    mixed.add_argument("--url", required=True)
+    mixed.add_argument("--long-context", type=_tokens, default=300 * 1024)
+    mixed.add_argument("--long-output", type=_tokens, default=1024)
+    mixed.add_argument("--short", type=int, default=31, help="short workers beside the long request")
+    mixed.add_argument("--short-rounds", type=int, default=2)
+    mixed.add_argument("--short-input", type=_tokens, default=1024)
+    mixed.add_argument("--short-output", type=_tokens, default=256)
+    ab = kinds.add_parser("ab", help="A/B of two endpoints in one session, interleaved rounds")
+    ab.add_argument("--url-a", required=True)
+    ab.add_argument("--url-b", required=True)
+    ab.add_argument("--label-a", default="A")
+    ab.add_argument("--label-b", default="B")
+    ab.add_argument("--concurrency", type=int, default=32)
+    ab.add_argument("--input-tokens", type=_tokens, default=1024)
+    ab.add_argument("--output-tokens", type=_tokens, default=512)
+    ab.add_argument("--rounds", type=int, default=4)
+    for p in (sweep, prefill, mixed, ab):
+        _common(p)
+    bench.set_defaults(func=cmd_bench)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict[str, Any]) -> None:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        urls = (
+            [(args.label_a, args.url_a), (args.label_b, args.url_b)]
+            if args.scenario == "ab"
+            else [("engine", args.url)]
+        )
+        targets: list[Target] = []
+        for label, url in urls:
+            target = await open_target(Endpoint(session, url, label, timeout_s=args.timeout), args.model)
+            targets.append(target)
+            doc["endpoints"][label] = {**target.info, "model": target.model}
+        t = targets[0]
+        if args.scenario == "sweep":
+            doc["points"] = await scenarios.sweep(
+                t,
+                common,
+                concurrencies=args.concurrency,
+                inp=args.input_tokens,
+                out=args.output_tokens,
+                rounds=args.rounds,
+            )
+        elif args.scenario == "prefill":
+            doc["points"] = await scenarios.prefill(
+                t, common, contexts=args.contexts, out=args.output_tokens, rounds=args.rounds
+            )
+        elif args.scenario == "mixed":
+            doc["points"], doc["mixed"] = await scenarios.mixed(
+                t,
+                common,
+                long_context=args.long_context,
+                long_output=args.long_output,
+                short=args.short,
+                short_rounds=args.short_rounds,
+                short_input=args.short_input,
+                short_output=args.short_output,
+            )
+        else:
+            doc["points"], doc["ab"] = await scenarios.ab(
+                targets[0],
+                targets[1],
+                common,
+                concurrency=args.concurrency,
+                inp=args.input_tokens,
+                out=args.output_tokens,
+                rounds=args.rounds,
+            )
+        for target in targets:
+            doc["endpoints"][target.endpoint.label]["calibration"] = {
+                "chars_per_token": round(target.chars_per_token, 4),
+                "probes": target.calibration,
+            }
+
+
+def parameters(args: argparse.Namespace) -> dict[str, Any]:
+    skip = {"func", "command", "scenario", "out", "no_progress", "seed", "model"}
+    return {k: v for k, v in sorted(vars(args).items()) if k not in skip and not k.startswith(("url", "label"))}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    seed = args.seed if args.seed is not None else secrets.randbits(48)
+    thresholds = Thresholds(cache=args.cache_threshold, length=args.length_tolerance)
+    common = scenarios.Common(seed=seed, thresholds=thresholds, progress=None if args.no_progress else tqdm_progress)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "scenario": args.scenario,
+        "seed": seed,
+        "command": ["aisctl", "bench", *sys.argv[2:]] if sys.argv[1:2] == ["bench"] else None,
+        "parameters": parameters(args),
+        "ais": None,
+        "started_at": _now(),
+        "endpoints": {},
+        "points": [],
+    }
+    errors: list[dict[str, Any]] = []
+    try:
+        asyncio.run(_measure(args, common, doc))
+    except (aiohttp.ClientError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
+        errors.append({"name": "run_completed", "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+    doc["finished_at"] = _now()
+    return finalize(doc, errors)
+
+
+def write_outputs(doc: dict[str, Any], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "result.json", out / "result.md"]
+    written[0].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    written[1].write_text(markdown(doc), encoding="utf-8")
+    if doc["points"]:
+        try:
+            from ascend_operator.bench.plot import write_plot
+        except ImportError as exc:  # the optional `bench` extra is not installed
+            print(f"warning: no plot ({exc}); install ascend-inference-operator[bench]", file=sys.stderr)
+        else:
+            write_plot(doc, out / "result.png")
+            written.append(out / "result.png")
+    return written
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    doc = run(args)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or Path("bench-results") / f"{args.scenario}-{stamp}"
+    written = write_outputs(doc, out)
+    sys.stdout.write(markdown(doc))
+    print(f"bench {args.scenario}: {doc['verdict']}; wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if doc["verdict"] != "PASS":
+        print(f"bench {args.scenario}: FAIL: {', '.join(doc['failed'])}", file=sys.stderr)
+        return EXIT_FAIL
+    return 0
