@@ -167,7 +167,8 @@ def test_ab_compares_dspark5_with_dspark7_in_one_session(spawn: Spawn, tmp_path:
 
 
 def test_mixed_reports_the_long_request_beside_short_ones(spawn: Spawn, tmp_path: Path) -> None:
-    (proc,) = spawn(sim_args(500.0))
+    # A low scale: a wall-clock gap between two tokens is multiplied by it, and this host is shared.
+    (proc,) = spawn(sim_args(20.0))
     code, result = bench(
         tmp_path,
         "mixed",
@@ -188,7 +189,7 @@ def test_mixed_reports_the_long_request_beside_short_ones(spawn: Spawn, tmp_path
         "128",
     )
     assert (code, result["verdict"]) == (0, "PASS")
-    mixed = result["mixed"]
+    mixed = result["mixed"]["engine"]
     assert mixed["long_ok"]
     assert mixed["long_progressing"]
     assert mixed["long_completion_tokens"] == 256

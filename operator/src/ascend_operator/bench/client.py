@@ -9,9 +9,11 @@ request. A failure of any kind becomes a failed `RequestRecord`, never an except
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -23,9 +25,19 @@ from ascend_operator.bench.rules import Clock, RequestRecord
 class Endpoint:
     """One base URL (an engine pod, a Service, a simulator) and the session that talks to it."""
 
-    def __init__(self, session: aiohttp.ClientSession, base: str, label: str, *, timeout_s: float) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base: str,
+        label: str,
+        *,
+        timeout_s: float,
+        metrics_urls: Sequence[str] = (),
+    ) -> None:
         self.session = session
         self.base = base.rstrip("/")
+        # A Service's counters live on its pods: scrape all of them and sum.
+        self.metrics_urls = [u.rstrip("/") for u in metrics_urls] or [self.base]
         self.label = label
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
 
@@ -34,15 +46,31 @@ class Endpoint:
             resp.raise_for_status()
             return await resp.json()
 
-    async def snapshot(self) -> m.Snapshot:
-        async with self.session.get(self.base + "/metrics", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+    async def _scrape(self, base: str) -> m.Snapshot:
+        async with self.session.get(base + "/metrics", timeout=aiohttp.ClientTimeout(total=30)) as resp:
             resp.raise_for_status()
             return m.parse_metrics(await resp.text())
 
-    async def sim_state(self) -> dict[str, Any] | None:
+    async def snapshot(self) -> m.Snapshot:
+        return m.merge(await asyncio.gather(*(self._scrape(u) for u in self.metrics_urls)))
+
+    async def busy_seconds(self) -> dict[str, float] | None:
+        """aissim only: each engine's busy engine seconds so far, keyed like Snapshot.per_engine."""
+        states = await asyncio.gather(*(self.sim_state(u) for u in self.metrics_urls))
+        out: dict[str, float] = {}
+        for i, state in enumerate(states):
+            if state is None:
+                return None
+            for engine in state.get("engines", []):
+                key = f"{i}/{engine['engine']}" if len(states) > 1 else str(engine["engine"])
+                out[key] = float(engine["busy_engine_s"])
+        return out
+
+    async def sim_state(self, base: str | None = None) -> dict[str, Any] | None:
         """The simulator's engine clock; None on a real vLLM (no such route)."""
+        url = (base or self.metrics_urls[0]) + "/sim/state"
         try:
-            async with self.session.get(self.base + "/sim/state", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
                 if resp.status != 200:
                     return None
                 data: dict[str, Any] = await resp.json()

@@ -16,7 +16,7 @@ prometheus-client with a `_total` suffix, histograms as `_sum` / `_count` / `_bu
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -54,11 +54,14 @@ class Snapshot:
         )
 
     def per_engine(self, name: str) -> dict[str, float]:
+        """By engine label (`scrape/engine` in a merged snapshot of several pods)."""
         out: dict[str, float] = {}
         for (sample, labels), value in self.series.items():
             if sample == name:
-                engine = dict(labels).get("engine", "")
-                out[engine] = out.get(engine, 0.0) + value
+                label = dict(labels)
+                engine = label.get("engine", "")
+                key = f"{label['scrape']}/{engine}" if "scrape" in label else engine
+                out[key] = out.get(key, 0.0) + value
         return out
 
     def labels_of(self, name: str) -> list[dict[str, str]]:
@@ -80,6 +83,18 @@ def parse_metrics(text: str) -> Snapshot:
         for sample in family.samples:
             key = (sample.name, tuple(sorted(sample.labels.items())))
             series[key] = series.get(key, 0.0) + float(sample.value)
+    return Snapshot(series)
+
+
+def merge(snapshots: Sequence[Snapshot]) -> Snapshot:
+    """Several pods' scrapes as one (a Service's requests land on any of them); each series gets a
+    `scrape` label with the pod's index so nothing collides."""
+    if len(snapshots) == 1:
+        return snapshots[0]
+    series: dict[SeriesKey, float] = {}
+    for i, snap in enumerate(snapshots):
+        for (name, labels), value in snap.series.items():
+            series[(name, tuple(sorted((*labels, ("scrape", str(i))))))] = value
     return Snapshot(series)
 
 

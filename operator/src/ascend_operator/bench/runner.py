@@ -93,15 +93,6 @@ async def calibrate(target: Target, *, seed: int, tokens: int) -> None:
         target.calibration.append({"chars": len(text), "prompt_tokens": rec.prompt_tokens})
 
 
-async def _busy(endpoint: Endpoint, clock: Clock) -> dict[str, float] | None:
-    if clock.kind != "aissim":
-        return None
-    state = await endpoint.sim_state()
-    if state is None:
-        return None
-    return {str(e["engine"]): float(e["busy_engine_s"]) for e in state.get("engines", [])}
-
-
 async def run_point(
     target: Target,
     plans: Sequence[Plan],
@@ -114,7 +105,7 @@ async def run_point(
 ) -> Batch:
     ep = target.endpoint
     before = await ep.snapshot()
-    busy0 = await _busy(ep, target.clock)
+    busy0 = await ep.busy_seconds() if target.clock.kind == "aissim" else None
     texts = [prompts.make_text(p.key, prompts.chars_for(p.prompt_tokens, target.chars_per_token)) for p in plans]
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(len(plans)):
@@ -165,7 +156,7 @@ async def run_point(
     busy: dict[str, float] | None = None
     try:
         after = await ep.snapshot()
-        busy1 = await _busy(ep, target.clock)
+        busy1 = await ep.busy_seconds() if target.clock.kind == "aissim" else None
         if busy0 is not None and busy1 is not None:
             busy = {e: busy1[e] - busy0.get(e, 0.0) for e in busy1}
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

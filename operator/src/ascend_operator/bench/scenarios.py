@@ -39,7 +39,7 @@ async def sweep(
     await calibrate(target, seed=common.seed, tokens=inp)
     points = []
     for c in concurrencies:
-        plans = sweep_plans(common.seed, "sweep", c, rounds, inp, out)
+        plans = sweep_plans(common.seed, f"sweep-{target.endpoint.label}", c, rounds, inp, out)
         batch = await run_point(target, plans, concurrency=c, label=f"C{c}", context=inp, progress=common.progress)
         points.append(summarize(batch, common.thresholds))
     return points
@@ -52,7 +52,9 @@ async def prefill(
     await calibrate(target, seed=common.seed, tokens=min(contexts))
     points = []
     for ctx in contexts:
-        plans = [Plan(prompt_key(common.seed, "prefill", ctx, r), ctx, out) for r in range(rounds)]
+        plans = [
+            Plan(prompt_key(common.seed, "prefill", target.endpoint.label, ctx, r), ctx, out) for r in range(rounds)
+        ]
         label = f"{ctx // 1024}K" if ctx % 1024 == 0 else str(ctx)
         batch = await run_point(target, plans, concurrency=1, label=label, context=ctx, progress=common.progress)
         points.append(summarize(batch, common.thresholds))
@@ -72,9 +74,11 @@ async def mixed(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """1 x long beside `short` closed-loop short workers ("32 concurrent + 300K" = 1 x 300K + 31 short)."""
     await calibrate(target, seed=common.seed, tokens=short_input)
-    plans = [Plan(prompt_key(common.seed, "mixed", "long"), long_context, long_output, kind="long")]
+    plans = [
+        Plan(prompt_key(common.seed, "mixed", target.endpoint.label, "long"), long_context, long_output, kind="long")
+    ]
     plans += [
-        Plan(prompt_key(common.seed, "mixed", "short", i), short_input, short_output)
+        Plan(prompt_key(common.seed, "mixed", target.endpoint.label, "short", i), short_input, short_output)
         for i in range(short * short_rounds)
     ]
     batch = await run_point(

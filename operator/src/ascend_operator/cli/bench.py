@@ -25,6 +25,7 @@ from ascend_operator.bench.prompts import parse_tokens
 from ascend_operator.bench.report import SCHEMA, finalize, markdown
 from ascend_operator.bench.rules import Thresholds
 from ascend_operator.bench.runner import Target, open_target, tqdm_progress
+from ascend_operator.bench.targets import Url, ais_info, service_urls
 
 EXIT_FAIL = 1
 
@@ -61,18 +62,15 @@ def add_parser(sub: Any) -> None:
     bench = sub.add_parser("bench", help="benchmark an OpenAI endpoint with the seed's four rules built in")
     kinds = bench.add_subparsers(dest="scenario", required=True)
     sweep = kinds.add_parser("sweep", help="concurrency sweep with fixed input/output lengths")
-    sweep.add_argument("--url", required=True)
     sweep.add_argument("--concurrency", type=_ints, default=[1, 8, 32, 64])
     sweep.add_argument("--input-tokens", type=_tokens, default=1024)
     sweep.add_argument("--output-tokens", type=_tokens, default=512)
     sweep.add_argument("--rounds", type=int, default=2, help="requests per worker at each concurrency")
     prefill = kinds.add_parser("prefill", help="clean prefill scan by context length at concurrency 1")
-    prefill.add_argument("--url", required=True)
     prefill.add_argument("--contexts", type=_token_list, default=[8192, 32768, 65536])
     prefill.add_argument("--output-tokens", type=_tokens, default=16)
     prefill.add_argument("--rounds", type=int, default=1, help="fresh prompts per context length")
     mixed = kinds.add_parser("mixed", help="1 x long context beside N short requests (the acceptance workload)")
-    mixed.add_argument("--url", required=True)
     mixed.add_argument("--long-context", type=_tokens, default=300 * 1024)
     mixed.add_argument("--long-output", type=_tokens, default=1024)
     mixed.add_argument("--short", type=int, default=31, help="short workers beside the long request")
@@ -88,6 +86,12 @@ def add_parser(sub: Any) -> None:
     ab.add_argument("--input-tokens", type=_tokens, default=1024)
     ab.add_argument("--output-tokens", type=_tokens, default=512)
     ab.add_argument("--rounds", type=int, default=4)
+    for p in (sweep, prefill, mixed):
+        where = p.add_mutually_exclusive_group(required=True)
+        where.add_argument("--url", help="base URL of an OpenAI-compatible server (vLLM, aissim)")
+        where.add_argument("--service", help="an AscendInferenceService: measure each engine pod, then its Service")
+        p.add_argument("-n", "--namespace", default="default", help="namespace of --service")
+        p.add_argument("--pods-only", action="store_true", help="with --service: skip the Service's cluster IP")
     for p in (sweep, prefill, mixed, ab):
         _common(p)
     bench.set_defaults(func=cmd_bench)
@@ -97,45 +101,72 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+async def _resolve_service(args: argparse.Namespace, doc: dict[str, Any]) -> list[Url]:
+    """The AIS's engine pods and Service through the kubeconfig, and the spec hash it renders."""
+    from ascend_operator.api.parse import parse_resource
+    from ascend_operator.clients.kube import KubeApi, load_config
+    from ascend_operator.render.pod import spec_hash
+
+    load_config()
+    kube = KubeApi()
+    ais = await kube.read_ais(args.namespace, args.service)
+    if ais is None:
+        raise RuntimeError(f"AscendInferenceService {args.namespace}/{args.service} not found")
+    spec = parse_resource(ais).spec
+    pods = await kube.list_pods(args.namespace, args.service)
+    service = None if args.pods_only else await kube.read_service(args.namespace, args.service)
+    doc["ais"] = ais_info(name=args.service, namespace=args.namespace, spec_hash=spec_hash(spec), pods=pods)
+    urls = service_urls(pods=pods, service=service, default_port=spec.engine.port)
+    if not urls:
+        raise RuntimeError(f"AscendInferenceService {args.namespace}/{args.service} has no running pod with an IP")
+    return urls
+
+
+async def _scenario(args: argparse.Namespace, t: Target, common: scenarios.Common, doc: dict[str, Any]) -> None:
+    if args.scenario == "sweep":
+        doc["points"] += await scenarios.sweep(
+            t,
+            common,
+            concurrencies=args.concurrency,
+            inp=args.input_tokens,
+            out=args.output_tokens,
+            rounds=args.rounds,
+        )
+    elif args.scenario == "prefill":
+        doc["points"] += await scenarios.prefill(
+            t, common, contexts=args.contexts, out=args.output_tokens, rounds=args.rounds
+        )
+    else:
+        points, summary = await scenarios.mixed(
+            t,
+            common,
+            long_context=args.long_context,
+            long_output=args.long_output,
+            short=args.short,
+            short_rounds=args.short_rounds,
+            short_input=args.short_input,
+            short_output=args.short_output,
+        )
+        doc["points"] += points
+        doc.setdefault("mixed", {})[t.endpoint.label] = summary
+
+
 async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict[str, Any]) -> None:
+    if args.scenario == "ab":
+        urls = [Url(args.label_a, args.url_a, ()), Url(args.label_b, args.url_b, ())]
+    elif args.service:
+        urls = await _resolve_service(args, doc)
+    else:
+        urls = [Url("engine", args.url, ())]
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        urls = (
-            [(args.label_a, args.url_a), (args.label_b, args.url_b)]
-            if args.scenario == "ab"
-            else [("engine", args.url)]
-        )
         targets: list[Target] = []
-        for label, url in urls:
-            target = await open_target(Endpoint(session, url, label, timeout_s=args.timeout), args.model)
+        for u in urls:
+            endpoint = Endpoint(session, u.url, u.label, timeout_s=args.timeout, metrics_urls=u.metrics_urls)
+            target = await open_target(endpoint, args.model)
             targets.append(target)
-            doc["endpoints"][label] = {**target.info, "model": target.model}
-        t = targets[0]
-        if args.scenario == "sweep":
-            doc["points"] = await scenarios.sweep(
-                t,
-                common,
-                concurrencies=args.concurrency,
-                inp=args.input_tokens,
-                out=args.output_tokens,
-                rounds=args.rounds,
-            )
-        elif args.scenario == "prefill":
-            doc["points"] = await scenarios.prefill(
-                t, common, contexts=args.contexts, out=args.output_tokens, rounds=args.rounds
-            )
-        elif args.scenario == "mixed":
-            doc["points"], doc["mixed"] = await scenarios.mixed(
-                t,
-                common,
-                long_context=args.long_context,
-                long_output=args.long_output,
-                short=args.short,
-                short_rounds=args.short_rounds,
-                short_input=args.short_input,
-                short_output=args.short_output,
-            )
-        else:
+            doc["endpoints"][u.label] = {**target.info, "model": target.model}
+        if args.scenario == "ab":
             doc["points"], doc["ab"] = await scenarios.ab(
                 targets[0],
                 targets[1],
@@ -145,6 +176,9 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
                 out=args.output_tokens,
                 rounds=args.rounds,
             )
+        else:
+            for target in targets:  # each engine pod, then the Service
+                await _scenario(args, target, common, doc)
         for target in targets:
             doc["endpoints"][target.endpoint.label]["calibration"] = {
                 "chars_per_token": round(target.chars_per_token, 4),
@@ -153,7 +187,7 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
 
 
 def parameters(args: argparse.Namespace) -> dict[str, Any]:
-    skip = {"func", "command", "scenario", "out", "no_progress", "seed", "model"}
+    skip = {"func", "command", "scenario", "out", "no_progress", "seed", "model", "service", "namespace"}
     return {k: v for k, v in sorted(vars(args).items()) if k not in skip and not k.startswith(("url", "label"))}
 
 
@@ -175,7 +209,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     errors: list[dict[str, Any]] = []
     try:
         asyncio.run(_measure(args, common, doc))
-    except (aiohttp.ClientError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
+    except Exception as exc:  # any failure is a FAIL result with its reason, never a traceback and exit 0
         errors.append({"name": "run_completed", "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
     doc["finished_at"] = _now()
     return finalize(doc, errors)

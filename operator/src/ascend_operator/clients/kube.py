@@ -7,7 +7,7 @@ makes every reconcile step idempotent), and anything transient becomes `kopf.Tem
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kopf
 import urllib3
@@ -60,6 +60,14 @@ class KubeApi:
         selector = f"{LABEL_SERVICE}={service}"
         result = await self._call(self._core.list_namespaced_pod, namespace, label_selector=selector)
         return [self._api.sanitize_for_serialization(pod) for pod in result.items] if result else []
+
+    async def read_ais(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """An AscendInferenceService as a plain dict, or None."""
+        obj = await self._call(
+            self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+            tolerate=frozenset({404}),
+        )  # fmt: skip
+        return None if obj is None else dict(cast(Mapping[str, Any], obj))
 
     async def create(self, body: Mapping[str, Any]) -> bool:
         """Create a pod or Service; False when it already exists (a retried or repeated step)."""
