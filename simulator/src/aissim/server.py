@@ -57,7 +57,9 @@ def _json(data: Any, status: int = 200) -> web.Response:
 def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Application:
     cfg = engine.cfg
     created = int(time.time())
-    app = web.Application()
+    # vLLM's uvicorn server has no request-body limit; aiohttp's default (1 MiB) would refuse a 256K-token
+    # text prompt (~1 MB), which `aisctl bench prefill` / `mixed` send as real text.
+    app = web.Application(client_max_size=64 * 1024 * 1024)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)
