@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -91,6 +92,7 @@ def add_parser(sub: Any) -> None:
         where.add_argument("--url", help="base URL of an OpenAI-compatible server (vLLM, aissim)")
         where.add_argument("--service", help="an AscendInferenceService: measure each engine pod, then its Service")
         p.add_argument("-n", "--namespace", default="default", help="namespace of --service")
+        p.add_argument("--kubeconfig", help="kubeconfig for --service (default: $KUBECONFIG, ~/.kube/config)")
         p.add_argument("--pods-only", action="store_true", help="with --service: skip the Service's cluster IP")
     for p in (sweep, prefill, mixed, ab):
         _common(p)
@@ -107,7 +109,7 @@ async def _resolve_service(args: argparse.Namespace, doc: dict[str, Any]) -> lis
     from ascend_operator.clients.kube import KubeApi, load_config
     from ascend_operator.render.pod import spec_hash
 
-    load_config()
+    load_config(args.kubeconfig or os.environ.get("KUBECONFIG"))
     kube = KubeApi()
     ais = await kube.read_ais(args.namespace, args.service)
     if ais is None:
@@ -187,7 +189,7 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
 
 
 def parameters(args: argparse.Namespace) -> dict[str, Any]:
-    skip = {"func", "command", "scenario", "out", "no_progress", "seed", "model", "service", "namespace"}
+    skip = {"func", "command", "scenario", "out", "no_progress", "seed", "model", "service", "namespace", "kubeconfig"}
     return {k: v for k, v in sorted(vars(args).items()) if k not in skip and not k.startswith(("url", "label"))}
 
 

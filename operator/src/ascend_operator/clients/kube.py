@@ -22,8 +22,12 @@ RETRY_DELAY = 5.0
 REQUEST_TIMEOUT = (5.0, 30.0)
 
 
-def load_config() -> None:
-    """In-cluster config when running in a pod, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+def load_config(kubeconfig: str | None = None) -> None:
+    """In-cluster config when running in a pod, else the kubeconfig (the given file, else KUBECONFIG or
+    ~/.kube/config). A given file is read as is: the client resolves KUBECONFIG once, when imported."""
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig)
+        return
     try:
         config.load_incluster_config()
     except config.ConfigException:
