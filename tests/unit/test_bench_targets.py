@@ -1,12 +1,16 @@
-"""`aisctl bench --service`: which URLs are measured and which spec the result says was measured."""
+"""`aisctl bench --service`: which URLs are measured and which spec the result says was measured; and an
+engine that cannot be reached is a FAIL result, never a traceback or exit 0."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
 from ascend_operator.bench import metrics as m
 from ascend_operator.bench.targets import Url, ais_info, service_urls
+from ascend_operator.cli.main import main
 
 
 def pod(name: str, ip: str | None, *, phase: str = "Running", port: int = 8000, digest: str = "abc") -> dict[str, Any]:
@@ -52,3 +56,12 @@ def test_merged_scrapes_of_two_pods_sum_and_keep_engines_apart() -> None:
     merged = m.merge([m.parse_metrics(text % 100), m.parse_metrics(text % 50)])
     assert merged.total(m.GENERATION_TOKENS) == 150
     assert merged.per_engine(m.GENERATION_TOKENS) == {"0/0": 100, "1/0": 50}
+
+
+def test_an_unreachable_engine_is_a_fail_result_with_exit_1(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    code = main(["bench", "prefill", "--url", "http://127.0.0.1:9", "--out", str(out), "--no-progress"])
+    result = json.loads((out / "result.json").read_text())
+    assert (code, result["verdict"]) == (1, "FAIL")
+    assert result["failed"] == ["run_completed", "result_complete"]
+    assert "points (none measured)" in result["checks"][-1]["detail"]
