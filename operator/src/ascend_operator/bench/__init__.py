@@ -1,4 +1,4 @@
-"""`aisctl bench`: a benchmark that applies the seed's four rules by default (FACTS.md "Benchmark pitfalls").
+"""`aisctl bench`: a benchmark that applies the seed's four rules by default (docs/FACTS.md "Benchmark pitfalls").
 
 Why this package exists: the seed's figures were nearly wrong three times (a reused prompt served from the
 prefix cache, client-side TTFT on reasoning streams, variable-length output) and a failed run once passed

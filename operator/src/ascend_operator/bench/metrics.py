@@ -1,7 +1,7 @@
 """Engine /metrics snapshots and the deltas a benchmark reads from them (pure: text in, numbers out).
 
 Why this module exists: the seed's second rule is that TTFT and TPOT come from the engine's own histograms,
-not from client-side stream timing (FACTS.md benchmark pitfall 2: client first-chunk TTFT read 8.5-12 s
+not from client-side stream timing (docs/FACTS.md benchmark pitfall 2: client first-chunk TTFT read 8.5-12 s
 while the engine's read 1.09-1.89 s). Every figure the bench takes from the engine is a difference between
 two scrapes, and a counter that went down between them means the engine restarted during the run, which
 voids the run (pitfall 4). Names are vLLM 0.25.1's, as registered in vllm/v1/metrics/loggers.py

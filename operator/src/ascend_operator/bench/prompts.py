@@ -1,6 +1,6 @@
 """Fresh prompt text of a requested token length, without a tokenizer (pure).
 
-Why this module exists: the seed's first benchmark rule is a fresh prompt per request (FACTS.md pitfall 1:
+Why this module exists: the seed's first benchmark rule is a fresh prompt per request (docs/FACTS.md pitfall 1:
 a fixed random seed regenerated the same prompt, the prefix cache answered, and TTFT looked absurdly fast).
 Each prompt is derived from a key that names the run seed, the scenario, the point and the request index,
 so two requests never share a first KV block, while a rerun with the same `--seed` deliberately repeats them

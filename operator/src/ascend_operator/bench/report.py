@@ -1,7 +1,7 @@
 """The result document, its completeness rule, the verdict and the Markdown table (pure).
 
 Why this module exists: the seed's fourth rule is that PASS needs the result JSON, the successful request
-count and the engine's completion state, never a shell exit code (FACTS.md pitfall 4: `cmd | tee | grep
+count and the engine's completion state, never a shell exit code (docs/FACTS.md pitfall 4: `cmd | tee | grep
 || true` hid failed runs). The verdict is computed here from the document itself: a result with a missing
 figure is incomplete and FAILs like a failed request does. The schema is described in
 `ascend_operator.bench` (the package docstring) and README "Benchmarks".

@@ -1,6 +1,6 @@
 """The seed's four benchmark rules as checks over one measured point (pure: observations in, verdicts out).
 
-Why this module exists: FACTS.md "Benchmark pitfalls" are rules, not advice, and a harness that makes
+Why this module exists: docs/FACTS.md "Benchmark pitfalls" are rules, not advice, and a harness that makes
 them optional reproduces the seed's lies. Each point a scenario measures becomes a `Batch` (what the
 client saw per request, two /metrics scrapes, the wall time) and `summarize` turns it into the point's
 figures and checks:

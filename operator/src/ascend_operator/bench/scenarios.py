@@ -1,6 +1,6 @@
 """The four scenarios: concurrency sweep, clean-prefill scan, mixed long + short, and A/B of two endpoints.
 
-Why this module exists: each scenario is the seed's own protocol (FACTS.md "Throughput and latency",
+Why this module exists: each scenario is the seed's own protocol (docs/FACTS.md "Throughput and latency",
 "Clean C1 prefill", the acceptance workload, "Benchmark pitfalls" 4) turned into a list of planned
 requests and measured points; the figures and checks of each point come from rules.summarize, and the
 verdict from report.finalize. Prompt keys name the seed, the scenario, the point and the request, so every
@@ -18,7 +18,7 @@ from ascend_operator.bench.prompts import prompt_key
 from ascend_operator.bench.rules import Thresholds, summarize
 from ascend_operator.bench.runner import Plan, ProgressFactory, Target, calibrate, run_point
 
-LONG_DECODE_TARGET_TOK_S = 50.0  # FACTS.md target workload: single-user decode >= 50 tok/s
+LONG_DECODE_TARGET_TOK_S = 50.0  # docs/FACTS.md target workload: single-user decode >= 50 tok/s
 STALL_GAP_S = 30.0  # engine seconds without a token from the long request = not progressing
 
 
