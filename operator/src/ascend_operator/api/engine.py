@@ -105,8 +105,9 @@ class LongContextSpec(ApiModel):
 
     enabled: bool = Field(
         default=False,
-        description="Turn on context parallel + FlashComm1 (additional-config `enable_context_parallel`, "
-        "`enable_flashcomm1`). Requires numSpeculativeTokens+1 to be a multiple of parallelism.tensor.",
+        description="Turn on DSA-CP + FlashComm1 (additional-config `enable_dsa_cp`, `enable_flashcomm1`: "
+        "vllm-ascend refuses DSA-CP without FlashComm1). Requires numSpeculativeTokens+1 to be a multiple of "
+        "parallelism.tensor.",
     )
 
 
@@ -139,7 +140,13 @@ class EngineSpec(ApiModel):
         le=1,
         description="`--gpu-memory-utilization` in (0, 1]; 0.90 keeps the seed's safety margin.",
     )
-    block_size: int = Field(default=128, ge=1, le=4096, description="`--block-size` (KV block tokens).")
+    block_size: int = Field(
+        default=128,
+        ge=1,
+        le=4096,
+        description="`--block-size` (KV block tokens). vllm-ascend rewrites any value it does not keep (32, 64 "
+        "or 128 on DeepSeek-V4, 128 elsewhere), so validation refuses those for a known model profile.",
+    )
     tokenizer_mode: str | None = Field(default=None, description="`--tokenizer-mode`.")
     tool_call_parser: str | None = Field(default=None, description="`--tool-call-parser`.")
     enable_auto_tool_choice: bool = Field(default=False, description="`--enable-auto-tool-choice`.")
@@ -155,7 +162,9 @@ class EngineSpec(ApiModel):
         "the prefix-cache hit delta (FACTS.md benchmark pitfall 1).",
     )
     async_scheduling: bool = Field(
-        default=False, description="`--async-scheduling`; the seed measured 689.75 -> 687.31 tok/s, so off."
+        default=False,
+        description="true renders `--async-scheduling`, false `--no-async-scheduling` (vLLM 0.25.1 turns it on "
+        "when neither is given); the seed measured 689.75 -> 687.31 tok/s, so off.",
     )
     model_loader: ModelLoaderSpec | None = Field(
         default=None, description="`--model-loader-extra-config`; unset omits the flag."
@@ -172,9 +181,18 @@ class EngineSpec(ApiModel):
     long_context: LongContextSpec = Field(
         default_factory=LongContextSpec, description="The long-context path; off by default."
     )
+    engine_version: str | None = Field(
+        default=None,
+        max_length=64,
+        pattern=r"^[0-9][0-9A-Za-z.+-]*$",
+        description="vLLM version of the engine image when it is not the one the operator's engine contract "
+        "describes (0.25.1). Unset or 0.25.1: an extraArgs flag vLLM 0.25.1 does not accept is refused. Another "
+        "version: such flags pass unchecked (flags of a newer engine); typed-flag repeats are still refused.",
+    )
     extra_args: list[Annotated[str, Field(max_length=1024)]] = Field(
         default_factory=list,
         max_length=32,  # bounded so the CEL rule over it stays within the API server's cost budget
         description="Further `vllm serve` arguments passed through as list items (never through a shell). "
-        "A flag that a typed field renders may not be repeated here.",
+        "A flag that a typed field renders may not be repeated here in any spelling (-sc, --no-x, --x_y, "
+        "--x.key); a flag vLLM 0.25.1 does not know is refused unless engineVersion names another version.",
     )

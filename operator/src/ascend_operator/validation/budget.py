@@ -56,6 +56,8 @@ class ModelProfile(BaseModel):
 
     description: str
     routed_experts: int | None = None
+    model_type: str | None = None
+    """config.json `model_type`; vllm-ascend's block-size rule depends on it (contract.additional_config)."""
     startup_kib_per_model_len_token: float
     startup_kib_per_batched_token: float
     measured_at_utilization: float = Field(gt=0, le=1)

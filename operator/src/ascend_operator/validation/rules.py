@@ -14,19 +14,18 @@ from dataclasses import dataclass
 
 from ascend_operator.api.constants import NPU_RESOURCE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.render.args import RENDERED_FLAGS, flag_name
+from ascend_operator.contract import VLLM_VERSION
+from ascend_operator.contract import additional_config as keys
+from ascend_operator.contract import flags as F
+from ascend_operator.validation.budget import load_profiles
 
 Spec = AscendInferenceServiceSpec
 
-#: vllm-ascend removed these additional-config keys in v0.12.0rc1; an engine of today ignores them
-#: silently, so the user would believe a setting is in force that is not.
-REMOVED_ADDITIONAL_KEYS = ("torchair_graph_config", "ascend_scheduler_config")
+#: Additional-config keys no code of vllm-ascend v0.25.1rc1 reads: an engine ignores them silently, so the
+#: user would believe a setting is in force that is not.
+REMOVED_ADDITIONAL_KEYS = keys.REMOVED
 #: Typed additional-config keys: setting them in `extra` too would make one silently win.
-TYPED_ADDITIONAL_KEYS = (
-    "enable_shared_expert_dp", "multistream_overlap_shared_expert", "enable_prefill_mc2",
-    "enable_fused_mc2", "enable_reduce_sample", "enable_cpu_binding",
-    "enable_context_parallel", "enable_flashcomm1",
-)  # fmt: skip
+TYPED_ADDITIONAL_KEYS = keys.TYPED_NAMES
 #: docs/FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
 MC2_MAX_EXPERTS_PER_DEVICE = 24
 MC2_MIN_EP_WORLD = 16
@@ -47,6 +46,8 @@ class Rule:
     """Path of the schema node under spec (camelCase) the CEL rule sits on."""
     cel_field_path: str | None = None
     """`fieldPath` relative to the scope, so the API server's error names the field."""
+    detail: Callable[[Spec], str] | None = None
+    """What exactly offends (e.g. the flag), appended to the message of a failed check."""
 
 
 def _graph_width_ok(spec: Spec) -> bool:
@@ -63,7 +64,25 @@ def _reduce_sample_ok(spec: Spec) -> bool:
 
 
 def _extra_args_ok(spec: Spec) -> bool:
-    return not any(flag_name(arg) in RENDERED_FLAGS for arg in spec.engine.extra_args)
+    return not F.typed_repeats(spec.engine.extra_args)
+
+
+def _checks_unknown_args(spec: Spec) -> bool:
+    return spec.engine.engine_version in (None, VLLM_VERSION)
+
+
+def _extra_args_known(spec: Spec) -> bool:
+    return not _checks_unknown_args(spec) or not F.unknown_options(spec.engine.extra_args)
+
+
+def _model_type(spec: Spec) -> str | None:
+    profile = load_profiles().get(spec.model.profile or "")
+    return profile.model_type if profile else None
+
+
+def _block_size_kept(spec: Spec) -> bool:
+    requested = spec.engine.block_size
+    return keys.effective_block_size(requested, model_type=_model_type(spec)) == requested
 
 
 def _model_source_ok(spec: Spec) -> bool:
@@ -80,8 +99,15 @@ def _env_unique(spec: Spec) -> bool:
     return len(names) == len(set(names))
 
 
-# Flags are plain [-a-zA-Z] words, so they need no regex escaping (and CEL strings take no `\-`).
-_EXTRA_ARG_PATTERN = "^(" + "|".join(sorted(RENDERED_FLAGS)) + ")(=.*)?$"
+
+def _cel_spelling(spelling: str) -> str:
+    """vLLM reads `_` as `-` in a long option's name (contract.flags.option_name); CEL must too."""
+    return "--" + spelling[2:].replace("-", "[-_]") if spelling.startswith("--") else spelling
+
+
+# Flags are plain [-a-zA-Z] words, so they need no regex escaping (and CEL strings take no `\-`). The
+# suffix covers `--flag=value` and the dotted JSON keys `--speculative-config.method`.
+_EXTRA_ARG_PATTERN = "^(" + "|".join(_cel_spelling(s) for s in sorted(F.TYPED_SPELLINGS)) + ")([.=].*)?$"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -133,12 +159,33 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="ExtraArgsRepeatTypedFlag",
         field="spec.engine.extraArgs",
-        message="spec.engine.extraArgs may not repeat a flag that a typed field renders (use the field): "
-        "a repeated flag silently overrides one of the two values",
+        message="spec.engine.extraArgs may not repeat a flag that a typed field renders, in any spelling vLLM "
+        "accepts (aliases such as -sc, --no-x, --x_y, --x.key): a repeated flag silently overrides one of "
+        "the two values; use the field",
         check=_extra_args_ok,
+        detail=lambda s: "offending: " + " ".join(F.typed_repeats(s.engine.extra_args)),
         cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('{_EXTRA_ARG_PATTERN}'))",
         cel_scope=("engine",),
         cel_field_path=".extraArgs",
+    ),
+    Rule(
+        name="ExtraArgsUnknownFlag",
+        field="spec.engine.extraArgs",
+        message=f"spec.engine.extraArgs names a flag vLLM {VLLM_VERSION} does not accept: its `vllm serve` "
+        "exits 2 (unrecognized arguments) and the pod crash-loops. For an engine image of another vLLM "
+        "version, set spec.engine.engineVersion to that version to pass such flags unchecked",
+        check=_extra_args_known,
+        detail=lambda s: "unknown: " + " ".join(F.unknown_options(s.engine.extra_args)),
+    ),
+    Rule(
+        name="BlockSizeKeptByVllmAscend",
+        field="spec.engine.blockSize",
+        message="spec.engine.blockSize must be one vllm-ascend keeps for the model (vllm_ascend/utils.py "
+        "refresh_block_size): 32, 64 or 128 on DeepSeek-V4, 128 on other models (prefix caching and chunked "
+        "prefill are on); any other value is rewritten and the engine never matches the spec",
+        check=_block_size_kept,
+        detail=lambda s: f"{s.engine.block_size} would run as "
+        f"{keys.effective_block_size(s.engine.block_size, model_type=_model_type(s))}",
     ),
     Rule(
         name="BatchedTokensCoverSeqs",

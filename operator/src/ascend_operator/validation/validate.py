@@ -66,7 +66,12 @@ def budget_findings(plan: BudgetPlan) -> list[Finding]:
 def validate_spec(spec: AscendInferenceServiceSpec) -> list[Finding]:
     """All findings for a spec, errors first in rule order."""
     findings = [
-        Finding(severity=Severity.ERROR, field=rule.field, rule=rule.name, message=rule.message)
+        Finding(
+            severity=Severity.ERROR,
+            field=rule.field,
+            rule=rule.name,
+            message=f"{rule.message} ({rule.detail(spec)})" if rule.detail else rule.message,
+        )
         for rule in RULES
         if not rule.check(spec)
     ]

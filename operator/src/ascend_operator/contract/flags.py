@@ -1,0 +1,175 @@
+"""The `vllm serve` flags the renderer emits, with their argparse form and every spelling vLLM accepts.
+
+Why: a flag's spellings decide what `spec.engine.extraArgs` may not repeat (`-sc` is `--speculative-config`,
+`--no-x` is `--x`, `--speculative-config.method` and `--speculative_config` are the same option after vLLM's
+FlexibleArgumentParser rewrites them), how a switch is turned off (`--no-async-scheduling`), and how the
+simulator and the tests parse a rendered command line. Adding a typed flag is one entry in `TYPED`.
+Paths below are in the vllm 0.25.1 sdist; each flag is checked against it by tests/contract/.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ascend_operator.contract import serve_flags
+
+
+class Form(StrEnum):
+    """How argparse reads a flag (vllm/engine/arg_utils.py get_kwargs, lines 330-350)."""
+
+    VALUE = "value"
+    """`--x VALUE` or `--x=VALUE`."""
+    JSON = "json"
+    """A JSON object (`--x '{"k":1}'`) or dotted keys (`--x.k 1`, argparse_utils.py:388-417)."""
+    BOOL = "bool"
+    """argparse.BooleanOptionalAction: `--x` and `--no-x` (arg_utils.py:345-347)."""
+    STORE_TRUE = "store_true"
+    """A bare switch without a `--no-` twin."""
+    OPTIONAL = "optional"
+    """`bool | str` fields: bare flag means True, or one value (arg_utils.py:340-344)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flag:
+    """One `vllm serve` option as upstream declares it."""
+
+    name: str
+    """The long spelling, `--max-model-len`."""
+    form: Form
+    source: str
+    """file:line of the add_argument call (or the frontend dataclass field) in the vllm 0.25.1 sdist."""
+    aliases: tuple[str, ...] = ()
+    """Short spellings declared in the same add_argument call, e.g. `-sc`."""
+
+    @property
+    def negation(self) -> str | None:
+        """`--no-x` for a BooleanOptional flag."""
+        return "--no-" + self.name[2:] if self.form is Form.BOOL else None
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every option string that sets this flag's destination."""
+        neg = self.negation
+        return (self.name, *self.aliases, *((neg,) if neg else ()))
+
+    @property
+    def takes_value(self) -> bool:
+        return self.form in (Form.VALUE, Form.JSON)
+
+    def value(self, value: object) -> list[str]:
+        """`[--x, value]`."""
+        assert self.form is Form.VALUE, self.name
+        return [self.name, str(value)]
+
+    def switch(self, on: bool) -> list[str]:
+        """`--x` or `--no-x`."""
+        assert self.form is Form.BOOL, self.name
+        return [self.name if on else "--no-" + self.name[2:]]
+
+    def json(self, obj: dict[str, Any]) -> list[str]:
+        """`[--x, compact JSON]`, as the seed writes it."""
+        assert self.form is Form.JSON, self.name
+        return [self.name, json.dumps(obj, separators=(",", ":"))]
+
+
+def _f(name: str, form: Form, source: str, *aliases: str) -> Flag:
+    return Flag(name=name, form=form, source=source, aliases=aliases)
+
+
+_ARGS = "vllm/engine/arg_utils.py"
+_CLI = "vllm/entrypoints/openai/cli_args.py"
+
+# fmt: off
+MODEL = _f("--model", Form.VALUE, f"{_ARGS}:800")
+HOST = _f("--host", Form.VALUE, f"{_CLI}:227")
+PORT = _f("--port", Form.VALUE, f"{_CLI}:229")
+SERVED_MODEL_NAME = _f("--served-model-name", Form.VALUE, f"{_ARGS}:851")
+MAX_MODEL_LEN = _f("--max-model-len", Form.VALUE, f"{_ARGS}:822")
+MAX_NUM_BATCHED_TOKENS = _f("--max-num-batched-tokens", Form.VALUE, f"{_ARGS}:1408")
+GPU_MEMORY_UTILIZATION = _f("--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1155")
+MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1415")
+DATA_PARALLEL_SIZE = _f("--data-parallel-size", Form.VALUE, f"{_ARGS}:1031", "-dp")
+TENSOR_PARALLEL_SIZE = _f("--tensor-parallel-size", Form.VALUE, f"{_ARGS}:1006", "-tp")
+ENABLE_EXPERT_PARALLEL = _f("--enable-expert-parallel", Form.BOOL, f"{_ARGS}:1093", "-ep")
+TOKENIZER_MODE = _f("--tokenizer-mode", Form.VALUE, f"{_ARGS}:804")
+TOOL_CALL_PARSER = _f("--tool-call-parser", Form.VALUE, f"{_CLI}:111")
+ENABLE_AUTO_TOOL_CHOICE = _f("--enable-auto-tool-choice", Form.BOOL, f"{_CLI}:105")
+REASONING_PARSER = _f("--reasoning-parser", Form.VALUE, f"{_ARGS}:948")
+DISABLE_HYBRID_KV_CACHE_MANAGER = _f("--disable-hybrid-kv-cache-manager", Form.BOOL, f"{_ARGS}:1460")
+ENABLE_PROMPT_TOKENS_DETAILS = _f("--enable-prompt-tokens-details", Form.BOOL, f"{_CLI}:132")
+MODEL_LOADER_EXTRA_CONFIG = _f("--model-loader-extra-config", Form.JSON, f"{_ARGS}:907")
+QUANTIZATION = _f("--quantization", Form.VALUE, f"{_ARGS}:823", "-q")
+BLOCK_SIZE = _f("--block-size", Form.VALUE, f"{_ARGS}:1154")
+SPECULATIVE_CONFIG = _f("--speculative-config", Form.JSON, f"{_ARGS}:1513", "-sc")
+COMPILATION_CONFIG = _f("--compilation-config", Form.JSON, f"{_ARGS}:1533", "-cc")
+ADDITIONAL_CONFIG = _f("--additional-config", Form.JSON, f"{_ARGS}:1541")
+# SchedulerConfig.async_scheduling is `bool | None = None` (vllm/config/scheduler.py:158) and None resolves
+# to True when the executor supports it (vllm/config/vllm.py:992-1040): off has to be said, `--no-...`.
+ASYNC_SCHEDULING = _f("--async-scheduling", Form.BOOL, f"{_ARGS}:1464")
+# fmt: on
+
+#: Every flag a typed field of the spec renders. `spec.engine.extraArgs` may repeat none of their spellings.
+TYPED: tuple[Flag, ...] = (
+    MODEL, HOST, PORT, SERVED_MODEL_NAME, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, GPU_MEMORY_UTILIZATION,
+    MAX_NUM_SEQS, DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
+    TOOL_CALL_PARSER, ENABLE_AUTO_TOOL_CHOICE, REASONING_PARSER, DISABLE_HYBRID_KV_CACHE_MANAGER,
+    ENABLE_PROMPT_TOKENS_DETAILS, MODEL_LOADER_EXTRA_CONFIG, QUANTIZATION, BLOCK_SIZE, SPECULATIVE_CONFIG,
+    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING,
+)  # fmt: skip
+
+#: Every `vllm serve` option of vLLM 0.25.1 (typed ones first), by its long name.
+ALL: dict[str, Flag] = {f.name: f for f in TYPED}
+for _name, _form in serve_flags.PASSTHROUGH.items():
+    ALL.setdefault(_name, Flag(name=_name, form=Form(_form), source=serve_flags.SOURCE))
+for _alias, _long in serve_flags.SHORT_ALIASES.items():
+    _flag = ALL[_long]
+    if _alias not in _flag.aliases:
+        ALL[_long] = Flag(name=_flag.name, form=_flag.form, source=_flag.source, aliases=(*_flag.aliases, _alias))
+
+#: spelling -> flag, for every spelling of every option.
+BY_SPELLING: dict[str, Flag] = {s: f for f in ALL.values() for s in f.spellings}
+TYPED_SPELLINGS: frozenset[str] = frozenset(s for f in TYPED for s in f.spellings)
+
+
+def option_name(arg: str) -> str | None:
+    """The option an argument item names, as vLLM's FlexibleArgumentParser reads it; None for a value.
+
+    `--max_model_len=1` -> `--max-model-len` (underscores up to the first dot become dashes,
+    vllm/utils/argparse_utils.py:301-323), `--speculative-config.method` -> `--speculative-config`
+    (dotted JSON keys, argparse_utils.py:388-417), `-O3` -> `--optimization-level` (argparse_utils.py:324-333).
+    """
+    if not arg.startswith("-") or arg == "-" or _is_number(arg):
+        return None
+    name = arg.split("=", 1)[0]
+    if name.startswith("--"):
+        head, dot, _ = name[2:].partition(".")
+        name = "--" + head.replace("_", "-")
+        flag = BY_SPELLING.get(name)
+        if dot and flag is not None and flag.form is not Form.JSON:
+            return name + "." + _  # `--port.x` is no dotted JSON key; argparse sees an unknown option
+        return name
+    if name.startswith("-O"):
+        return "--optimization-level"
+    head, dot, _rest = name.partition(".")
+    return head if dot and head in BY_SPELLING and BY_SPELLING[head].form is Form.JSON else name
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def typed_repeats(args: list[str]) -> list[str]:
+    """Items of `args` that set a flag a typed field renders (any spelling)."""
+    return [a for a in args if option_name(a) in TYPED_SPELLINGS]
+
+
+def unknown_options(args: list[str]) -> list[str]:
+    """Option names in `args` that vLLM 0.25.1's `vllm serve` does not declare (argparse exits 2 on them)."""
+    return [n for n in (option_name(a) for a in args) if n is not None and n not in BY_SPELLING]
