@@ -38,10 +38,12 @@ class UpstreamFlag:
 
     spelling: str
     dest: str
+    annotation: str
+    """The field's type hint in EngineArgs / FrontendArgs ("" when declared with explicit argparse kwargs)."""
     form: str
     """bool (BooleanOptionalAction: --x and --no-x), store_true, json, value or optional (bare or value)."""
     where: str
-    """file:line of the add_argument call (or the frontend dataclass field)."""
+    """file:line of the long option string in its add_argument call (or of the frontend dataclass field)."""
 
 
 def _annotations(tree: ast.Module, classes: tuple[str, ...]) -> dict[str, str]:
@@ -96,14 +98,15 @@ def _calls(path: Path, rel: str, fields: dict[str, str]) -> list[UpstreamFlag]:
             continue
         if node.func.attr != "add_argument":
             continue
-        names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        names = [n for n in names if n.startswith("-")]
+        consts = [a for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        consts = [a for a in consts if a.value.startswith("-")]
+        names = [a.value for a in consts]
         if not names:
             continue
         field = _field_of(node)
         dest = field or names[0].lstrip("-").replace("-", "_")
         form = _explicit_form(node) or _form_of(fields.get(dest, "str"))
-        out += [UpstreamFlag(n, dest, form, f"{rel}:{node.lineno}") for n in names]
+        out += [UpstreamFlag(n, dest, fields.get(dest, ""), form, f"{rel}:{consts[0].lineno}") for n in names]
     return out
 
 
@@ -115,8 +118,9 @@ def _frontend(path: Path, rel: str) -> list[UpstreamFlag]:
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                     name = item.target.id
-                    form = _form_of(ast.unparse(item.annotation))
-                    out.append(UpstreamFlag("--" + name.replace("_", "-"), name, form, f"{rel}:{item.lineno}"))
+                    hint = ast.unparse(item.annotation)
+                    spelling = "--" + name.replace("_", "-")
+                    out.append(UpstreamFlag(spelling, name, hint, _form_of(hint), f"{rel}:{item.lineno}"))
     return out
 
 
@@ -134,7 +138,7 @@ def serve_flags() -> dict[str, UpstreamFlag]:
         out.setdefault(flag.spelling, flag)
         if flag.form == "bool" and flag.spelling.startswith("--"):
             neg = "--no-" + flag.spelling[2:]
-            out.setdefault(neg, UpstreamFlag(neg, flag.dest, "bool", flag.where))
+            out.setdefault(neg, UpstreamFlag(neg, flag.dest, flag.annotation, "bool", flag.where))
     return out
 
 

@@ -76,3 +76,25 @@ def test_crd_prints_the_crd() -> None:
     result = aisctl("crd")
     assert result.returncode == 0
     assert yaml.safe_load(result.stdout)["kind"] == "CustomResourceDefinition"
+
+
+def test_render_refuses_what_vllm_and_vllm_ascend_would_not_run_as_asked(tmp_path: Path) -> None:
+    """An unknown flag (vLLM exits 2), `-sc` (repeats --speculative-config), blockSize 7 (rewritten to 32)."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"]["engine"]["blockSize"] = 7
+    body["spec"]["engine"]["extraArgs"] = ["--no-such-flag", "-sc", '{"method":"mtp"}']
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(body))
+    result = aisctl("render", "-f", str(bad))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    unknown = next(line for line in lines if "[ExtraArgsUnknownFlag]" in line)
+    assert "error: spec.engine.extraArgs:" in unknown
+    assert "(unknown: --no-such-flag)" in unknown
+    repeat = next(line for line in lines if "[ExtraArgsRepeatTypedFlag]" in line)
+    assert "error: spec.engine.extraArgs:" in repeat
+    assert "(offending: -sc)" in repeat
+    block = next(line for line in lines if "[BlockSizeKeptByVllmAscend]" in line)
+    assert "error: spec.engine.blockSize:" in block
+    assert "(7 would run as 32)" in block

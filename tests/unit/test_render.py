@@ -199,8 +199,18 @@ def test_minimal_spec_renders_generic_defaults_without_deepseek_flags() -> None:
         "serve", "/models/m", "--host", "0.0.0.0", "--port", "8000", "--served-model-name", "m",
         "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.90", "--max-num-seqs", "32",
         "--data-parallel-size", "1", "--tensor-parallel-size", "1", "--enable-prompt-tokens-details",
-        "--block-size", "128",
+        "--block-size", "128", "--no-async-scheduling",
     ]  # fmt: skip
+
+
+def test_async_scheduling_renders_both_states() -> None:
+    """vLLM 0.25.1 turns async scheduling on when no flag is given, so off must be said."""
+    off = build_engine_args(parse_spec(_spec(engine={"asyncScheduling": False})))
+    on = build_engine_args(parse_spec(_spec(engine={"asyncScheduling": True})))
+    assert "--no-async-scheduling" in off
+    assert "--async-scheduling" not in off
+    assert "--async-scheduling" in on
+    assert "--no-async-scheduling" not in on
 
 
 def test_long_context_switch_renders_the_vllm_ascend_keys_and_passthrough_after() -> None:
@@ -219,7 +229,7 @@ def test_long_context_switch_renders_the_vllm_ascend_keys_and_passthrough_after(
     )
     args = build_engine_args(spec)
     assert args[args.index("--additional-config") + 1] == (
-        '{"enable_shared_expert_dp":false,"enable_context_parallel":true,"enable_flashcomm1":true,'
+        '{"enable_shared_expert_dp":false,"enable_dsa_cp":true,"enable_flashcomm1":true,'
         '"weight_prefetch_config":{"x":1}}'
     )
     assert args[-2:] == ["--seed", "0"]

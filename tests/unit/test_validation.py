@@ -1,5 +1,6 @@
 """Each validation rule, exercised with the seed's own numbers (docs/FACTS.md)."""
 
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from ascend_operator.validation.budget import (
     plan_budget,
     startup_need_gib,
 )
+from ascend_operator.validation.rules import RULES
 
 
 def _body(**engine: Any) -> dict[str, Any]:
@@ -118,11 +120,68 @@ def test_typed_keys_may_not_hide_in_extra() -> None:
         (["--no-enable-expert-parallel"], False),
         (["-tp", "4"], False),
         (["--speculative-config", "{}"], False),
-        (["--seed", "0", "--disable-log-requests"], True),
+        (["-sc", "{}"], False),
+        (["--spec-tokens", "3"], False),
+        (["--speculative_config.method", "mtp"], False),
+        (["--max_model_len=4096"], False),
+        (["--no-async-scheduling"], False),
+        (["--seed", "0", "--enable-log-requests"], True),
     ],
 )
 def test_extra_args_may_not_repeat_typed_flags(extra: list[str], ok: bool) -> None:
     assert ("ExtraArgsRepeatTypedFlag" not in _rules(_body(extraArgs=extra))) is ok
+
+
+@pytest.mark.parametrize(
+    ("extra", "cel_matches"),
+    [
+        ("-sc", True),
+        ("--speculative_config.method", True),
+        ("--max_model_len=4096", True),
+        ("--no-async-scheduling", True),
+        ("--seed", False),
+        ("--served-model-names", False),
+    ],
+)
+def test_cel_twin_of_the_repeat_rule_agrees(extra: str, cel_matches: bool) -> None:
+    """The CEL regex is RE2; this one uses only the subset Python's re reads the same way."""
+    rule = next(r for r in RULES if r.name == "ExtraArgsRepeatTypedFlag")
+    assert rule.cel is not None
+    pattern = rule.cel.split(".matches('", 1)[1].rsplit("')", 1)[0]
+    assert (re.match(pattern, extra) is not None) is cel_matches
+    assert ("ExtraArgsRepeatTypedFlag" in _rules(_body(extraArgs=[extra, "1"]))) is cel_matches
+
+
+def test_unknown_extra_arg_is_refused_naming_the_flag() -> None:
+    findings = validate_spec(parse_spec(_body(extraArgs=["--no-such-flag", "--seed", "0"])))
+    unknown = [f for f in findings if f.rule == "ExtraArgsUnknownFlag"]
+    assert len(unknown) == 1
+    assert unknown[0].field == "spec.engine.extraArgs"
+    assert "--no-such-flag" in unknown[0].message
+    assert "--seed" not in unknown[0].message.split("unknown:")[1]
+
+
+def test_engine_version_is_the_escape_hatch_for_newer_flags() -> None:
+    newer = _body(extraArgs=["--flag-of-vllm-0-30"], engineVersion="0.30.0")
+    assert "ExtraArgsUnknownFlag" not in _rules(newer)
+    assert "ExtraArgsUnknownFlag" in _rules(_body(extraArgs=["--flag-of-vllm-0-30"], engineVersion="0.25.1"))
+    # A newer engine still may not repeat a typed flag.
+    assert "ExtraArgsRepeatTypedFlag" in _rules(_body(extraArgs=["-sc", "{}"], engineVersion="0.30.0"))
+
+
+@pytest.mark.parametrize(("block", "ok"), [(7, False), (16, False), (256, False), (32, True), (64, True), (128, True)])
+def test_block_size_on_deepseek_v4_is_one_vllm_ascend_keeps(block: int, ok: bool) -> None:
+    findings = [f for f in validate_spec(parse_spec(_body(blockSize=block))) if f.rule == "BlockSizeKeptByVllmAscend"]
+    assert (not findings) is ok
+    if not ok:
+        assert findings[0].field == "spec.engine.blockSize"
+        assert f"{block} would run as 32" in findings[0].message
+
+
+def test_block_size_of_an_unknown_model_is_not_guessed() -> None:
+    body = _body(blockSize=7)
+    del body["model"]["profile"]
+    assert "BlockSizeKeptByVllmAscend" not in _rules(body)
 
 
 def test_batched_tokens_must_cover_running_sequences() -> None:

@@ -2,7 +2,8 @@
 
 It declares the flags the way vLLM's argparse does (BooleanOptionalAction for switches, JSON for config
 flags, `--flag=value` and `--flag value` both accepted) so that rendered args are checked by parsing them,
-not by comparing them with the renderer's own strings.
+not by comparing them with the renderer's own strings. The flag set and forms come from the engine
+contract, which tests/contract/ holds against vLLM 0.25.1's own argparse definitions.
 """
 
 import argparse
@@ -11,33 +12,30 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from ascend_operator.contract import flags as F
+from ascend_operator.contract.flags import Form
+
 
 def serve_parser() -> argparse.ArgumentParser:
+    """Every vLLM 0.25.1 `vllm serve` option, declared from the engine contract (itself held against
+    vLLM's sources by tests/contract/): a rendered flag vLLM would not accept shows up as unknown."""
     p = argparse.ArgumentParser(prog="vllm serve", exit_on_error=False)
     p.add_argument("model")
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
-    p.add_argument("--served-model-name")
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--gpu-memory-utilization", type=float)
-    p.add_argument("--max-num-seqs", type=int)
-    p.add_argument("--data-parallel-size", type=int, default=1)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--enable-expert-parallel", action=argparse.BooleanOptionalAction, default=False)
-    p.add_argument("--tokenizer-mode")
-    p.add_argument("--tool-call-parser")
-    p.add_argument("--enable-auto-tool-choice", action=argparse.BooleanOptionalAction, default=False)
-    p.add_argument("--reasoning-parser")
-    p.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--enable-prompt-tokens-details", action=argparse.BooleanOptionalAction, default=False)
-    p.add_argument("--model-loader-extra-config", type=json.loads)
-    p.add_argument("--quantization")
-    p.add_argument("--block-size", type=int)
-    p.add_argument("--speculative-config", type=json.loads)
-    p.add_argument("--compilation-config", type=json.loads)
-    p.add_argument("--additional-config", type=json.loads)
-    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=False)
+    for flag in F.ALL.values():
+        names = [flag.name, *flag.aliases]
+        if flag.form is Form.BOOL:
+            p.add_argument(*names, action=argparse.BooleanOptionalAction, default=None)
+        elif flag.form is Form.STORE_TRUE:
+            p.add_argument(*names, action="store_true", default=None)
+        elif flag.form is Form.OPTIONAL:
+            p.add_argument(*names, nargs="?", const=True)
+        elif flag.form is Form.JSON:
+            p.add_argument(*names, type=json.loads)
+        else:
+            p.add_argument(*names, type=flag.value_type)
+    for flag in F.TYPED:
+        for short in flag.shorthands:
+            p.add_argument(short)
     return p
 
 

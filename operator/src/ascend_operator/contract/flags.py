@@ -40,9 +40,14 @@ class Flag:
     """The long spelling, `--max-model-len`."""
     form: Form
     source: str
-    """file:line of the add_argument call (or the frontend dataclass field) in the vllm 0.25.1 sdist."""
+    """file:line of the long option string (or the frontend dataclass field) in the vllm 0.25.1 sdist."""
     aliases: tuple[str, ...] = ()
     """Short spellings declared in the same add_argument call, e.g. `-sc`."""
+    value_type: type = str
+    """What a VALUE flag's argument converts to (the field's annotation upstream)."""
+    shorthands: tuple[str, ...] = ()
+    """Other options that write keys of this JSON flag's object (`--spec-tokens` sets
+    speculative_config.num_speculative_tokens): repeating them is repeating this flag."""
 
     @property
     def negation(self) -> str | None:
@@ -53,7 +58,7 @@ class Flag:
     def spellings(self) -> tuple[str, ...]:
         """Every option string that sets this flag's destination."""
         neg = self.negation
-        return (self.name, *self.aliases, *((neg,) if neg else ()))
+        return (self.name, *self.aliases, *((neg,) if neg else ()), *self.shorthands)
 
     @property
     def takes_value(self) -> bool:
@@ -75,8 +80,8 @@ class Flag:
         return [self.name, json.dumps(obj, separators=(",", ":"))]
 
 
-def _f(name: str, form: Form, source: str, *aliases: str) -> Flag:
-    return Flag(name=name, form=form, source=source, aliases=aliases)
+def _f(name: str, form: Form, source: str, *aliases: str, value_type: type = str) -> Flag:
+    return Flag(name=name, form=form, source=source, aliases=aliases, value_type=value_type)
 
 
 _ARGS = "vllm/engine/arg_utils.py"
@@ -85,30 +90,34 @@ _CLI = "vllm/entrypoints/openai/cli_args.py"
 # fmt: off
 MODEL = _f("--model", Form.VALUE, f"{_ARGS}:800")
 HOST = _f("--host", Form.VALUE, f"{_CLI}:227")
-PORT = _f("--port", Form.VALUE, f"{_CLI}:229")
-SERVED_MODEL_NAME = _f("--served-model-name", Form.VALUE, f"{_ARGS}:851")
-MAX_MODEL_LEN = _f("--max-model-len", Form.VALUE, f"{_ARGS}:822")
-MAX_NUM_BATCHED_TOKENS = _f("--max-num-batched-tokens", Form.VALUE, f"{_ARGS}:1408")
-GPU_MEMORY_UTILIZATION = _f("--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1155")
-MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1415")
-DATA_PARALLEL_SIZE = _f("--data-parallel-size", Form.VALUE, f"{_ARGS}:1031", "-dp")
-TENSOR_PARALLEL_SIZE = _f("--tensor-parallel-size", Form.VALUE, f"{_ARGS}:1006", "-tp")
-ENABLE_EXPERT_PARALLEL = _f("--enable-expert-parallel", Form.BOOL, f"{_ARGS}:1093", "-ep")
+PORT = _f("--port", Form.VALUE, f"{_CLI}:229", value_type=int)
+SERVED_MODEL_NAME = _f("--served-model-name", Form.VALUE, f"{_ARGS}:852")
+MAX_MODEL_LEN = _f("--max-model-len", Form.VALUE, f"{_ARGS}:822", value_type=int)
+MAX_NUM_BATCHED_TOKENS = _f("--max-num-batched-tokens", Form.VALUE, f"{_ARGS}:1409", value_type=int)
+GPU_MEMORY_UTILIZATION = _f("--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1156", value_type=float)
+MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1416", value_type=int)
+DATA_PARALLEL_SIZE = _f("--data-parallel-size", Form.VALUE, f"{_ARGS}:1032", "-dp", value_type=int)
+TENSOR_PARALLEL_SIZE = _f("--tensor-parallel-size", Form.VALUE, f"{_ARGS}:1007", "-tp", value_type=int)
+ENABLE_EXPERT_PARALLEL = _f("--enable-expert-parallel", Form.BOOL, f"{_ARGS}:1094", "-ep")
 TOKENIZER_MODE = _f("--tokenizer-mode", Form.VALUE, f"{_ARGS}:804")
 TOOL_CALL_PARSER = _f("--tool-call-parser", Form.VALUE, f"{_CLI}:111")
 ENABLE_AUTO_TOOL_CHOICE = _f("--enable-auto-tool-choice", Form.BOOL, f"{_CLI}:105")
-REASONING_PARSER = _f("--reasoning-parser", Form.VALUE, f"{_ARGS}:948")
-DISABLE_HYBRID_KV_CACHE_MANAGER = _f("--disable-hybrid-kv-cache-manager", Form.BOOL, f"{_ARGS}:1460")
+REASONING_PARSER = _f("--reasoning-parser", Form.VALUE, f"{_ARGS}:949")
+DISABLE_HYBRID_KV_CACHE_MANAGER = _f("--disable-hybrid-kv-cache-manager", Form.BOOL, f"{_ARGS}:1461")
 ENABLE_PROMPT_TOKENS_DETAILS = _f("--enable-prompt-tokens-details", Form.BOOL, f"{_CLI}:132")
-MODEL_LOADER_EXTRA_CONFIG = _f("--model-loader-extra-config", Form.JSON, f"{_ARGS}:907")
+MODEL_LOADER_EXTRA_CONFIG = _f("--model-loader-extra-config", Form.JSON, f"{_ARGS}:908")
 QUANTIZATION = _f("--quantization", Form.VALUE, f"{_ARGS}:823", "-q")
-BLOCK_SIZE = _f("--block-size", Form.VALUE, f"{_ARGS}:1154")
-SPECULATIVE_CONFIG = _f("--speculative-config", Form.JSON, f"{_ARGS}:1513", "-sc")
-COMPILATION_CONFIG = _f("--compilation-config", Form.JSON, f"{_ARGS}:1533", "-cc")
-ADDITIONAL_CONFIG = _f("--additional-config", Form.JSON, f"{_ARGS}:1541")
+BLOCK_SIZE = _f("--block-size", Form.VALUE, f"{_ARGS}:1154", value_type=int)
+# --spec-method/--spec-model/--spec-tokens write keys of the same object (arg_utils.py:1517-1521, 1724-1737).
+SPECULATIVE_CONFIG = Flag(
+    name="--speculative-config", form=Form.JSON, source=f"{_ARGS}:1514", aliases=("-sc",),
+    shorthands=("--spec-method", "--spec-model", "--spec-tokens"),
+)
+COMPILATION_CONFIG = _f("--compilation-config", Form.JSON, f"{_ARGS}:1534", "-cc")
+ADDITIONAL_CONFIG = _f("--additional-config", Form.JSON, f"{_ARGS}:1542")
 # SchedulerConfig.async_scheduling is `bool | None = None` (vllm/config/scheduler.py:158) and None resolves
 # to True when the executor supports it (vllm/config/vllm.py:992-1040): off has to be said, `--no-...`.
-ASYNC_SCHEDULING = _f("--async-scheduling", Form.BOOL, f"{_ARGS}:1464")
+ASYNC_SCHEDULING = _f("--async-scheduling", Form.BOOL, f"{_ARGS}:1465")
 # fmt: on
 
 #: Every flag a typed field of the spec renders. `spec.engine.extraArgs` may repeat none of their spellings.
@@ -124,6 +133,8 @@ TYPED: tuple[Flag, ...] = (
 ALL: dict[str, Flag] = {f.name: f for f in TYPED}
 for _name, _form in serve_flags.PASSTHROUGH.items():
     ALL.setdefault(_name, Flag(name=_name, form=Form(_form), source=serve_flags.SOURCE))
+for _short in (s for f in TYPED for s in f.shorthands):
+    ALL.pop(_short, None)  # spelled through their JSON flag
 for _alias, _long in serve_flags.SHORT_ALIASES.items():
     _flag = ALL[_long]
     if _alias not in _flag.aliases:

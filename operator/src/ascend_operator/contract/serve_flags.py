@@ -43,7 +43,8 @@ VALUE: tuple[str, ...] = (
     "reasoning-parser-plugin", "renderer-num-workers", "response-role", "revision", "root-path", "runner",
     "safetensors-load-strategy", "safetensors-prefetch-block-size", "safetensors-prefetch-num-threads",
     "scheduler-cls", "scheduling-policy", "seed", "show-hidden-metrics-for-version", "shutdown-timeout",
-    "spec-method", "spec-tokens", "ssl-ca-certs", "ssl-cert-reqs", "ssl-certfile", "ssl-ciphers", "ssl-keyfile",
+    "spec-method", "spec-model", "spec-tokens", "ssl-ca-certs", "ssl-cert-reqs", "ssl-certfile", "ssl-ciphers",
+    "ssl-keyfile",
     "stream-interval", "tokenizer", "tokenizer-revision", "tool-parser-plugin", "tool-server", "ubatch-size", "uds",
     "uvicorn-log-level", "video-pruning-rate", "watermark", "worker-cls", "worker-extension-cls",
 

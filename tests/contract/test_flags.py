@@ -1,0 +1,94 @@
+"""The contract's `vllm serve` flags against vLLM 0.25.1's argparse definitions."""
+
+import pytest
+
+from ascend_operator.contract import flags as F
+from tests.contract.upstream import UpstreamFlag, read_upstream, serve_flags
+
+
+def _cited_line(source: str) -> str:
+    rel, _, line = source.rpartition(":")
+    return read_upstream(rel).splitlines()[int(line) - 1]
+
+
+@pytest.mark.parametrize("flag", F.TYPED, ids=lambda f: f.name)
+def test_typed_flag_exists_with_its_form_and_aliases(flag: F.Flag) -> None:
+    upstream = serve_flags()
+    assert flag.name in upstream, f"{flag.name} is not a vllm serve option"
+    got = upstream[flag.name]
+    assert got.form == flag.form.value, f"{flag.name}: contract says {flag.form}, upstream {got.form} ({got.where})"
+    for spelling in flag.spellings:
+        assert spelling in upstream, f"{spelling} ({flag.name}) is not a vllm serve option"
+        if spelling not in flag.shorthands:
+            assert upstream[spelling].dest == got.dest, f"{spelling} sets {upstream[spelling].dest}, not {got.dest}"
+    aliases = {s for s, u in upstream.items() if u.dest == got.dest and not s.startswith("--")}
+    assert aliases == set(flag.aliases), f"{flag.name}: upstream short spellings {sorted(aliases)}"
+
+
+@pytest.mark.parametrize("flag", [f for f in F.TYPED if f.value_type is not str], ids=lambda f: f.name)
+def test_value_type_is_the_fields_type(flag: F.Flag) -> None:
+    hint = serve_flags()[flag.name].annotation
+    assert flag.value_type.__name__ in {p.strip() for p in hint.split("|")}, f"{flag.name}: upstream hint {hint!r}"
+
+
+@pytest.mark.parametrize("flag", F.TYPED, ids=lambda f: f.name)
+def test_typed_flag_cites_its_definition(flag: F.Flag) -> None:
+    got = serve_flags()[flag.name]
+    assert flag.source == got.where, f"{flag.name} is defined at {got.where}, the contract cites {flag.source}"
+    dest = got.dest
+    assert flag.name in _cited_line(flag.source) or dest in _cited_line(flag.source)
+
+
+def test_the_known_flag_set_is_exactly_vllm_serves() -> None:
+    upstream: dict[str, UpstreamFlag] = serve_flags()
+    assert set(F.BY_SPELLING) == set(upstream), (
+        f"missing from the contract: {sorted(set(upstream) - set(F.BY_SPELLING))}; "
+        f"not in vLLM 0.25.1: {sorted(set(F.BY_SPELLING) - set(upstream))}"
+    )
+    wrong = {
+        s: (f.form.value, upstream[s].form)
+        for s, f in F.BY_SPELLING.items()
+        if f.form.value != upstream[s].form and s not in f.shorthands
+    }
+    assert not wrong, f"forms differ (contract, upstream): {wrong}"
+
+
+def test_spec_shorthands_write_the_speculative_config() -> None:
+    text = read_upstream("vllm/engine/arg_utils.py")
+    merge = text[text.index("def create_speculative_config(") :][:1500]
+    for short in F.SPECULATIVE_CONFIG.shorthands:
+        assert f'("{short}", ' in merge, f"{short} no longer writes speculative_config"
+    assert "self.speculative_config[key] = value" in merge
+
+
+def test_async_scheduling_is_on_unless_switched_off() -> None:
+    """Why asyncScheduling false must render --no-async-scheduling."""
+    assert "async_scheduling: bool | None = None" in read_upstream("vllm/config/scheduler.py")
+    vllm_config = read_upstream("vllm/config/vllm.py")
+    resolve = vllm_config[vllm_config.index("elif self.scheduler_config.async_scheduling is None:") :]
+    assert "self.scheduler_config.async_scheduling = True" in resolve[:3000]
+
+
+def test_unrecognized_arguments_exit_through_argparse() -> None:
+    """FlexibleArgumentParser keeps argparse's parse_args, whose error() exits 2 on unknown options."""
+    text = read_upstream("vllm/utils/argparse_utils.py")
+    assert "class FlexibleArgumentParser(ArgumentParser):" in text
+    assert "return super().parse_args(processed_args, namespace)" in text
+    assert "def error(" not in text
+    assert "def parse_known_args(self, args=None, namespace=None):" in text
+
+
+def test_option_name_follows_flexible_argument_parser() -> None:
+    text = read_upstream("vllm/utils/argparse_utils.py")
+    assert 'pattern = re.compile(r"(?<=--)[^\\.]*")' in text  # underscores -> dashes up to the first dot
+    assert 'if processed_arg.startswith("-") and "." in processed_arg:' in text  # dotted JSON keys
+    assert F.option_name("--speculative_config.method") == "--speculative-config"
+    assert F.option_name("-sc.method") == "-sc"
+    assert F.option_name("-O3") == "--optimization-level"
+
+
+def test_vllm_main_parses_strictly() -> None:
+    """`vllm serve` goes through parse_args (not parse_known_args): an unknown option is fatal."""
+    main = read_upstream("vllm/entrypoints/cli/main.py")
+    assert "args = parser.parse_args()" in main
+    assert "parse_known_args" not in main

@@ -1,0 +1,106 @@
+"""The contract's metrics against vLLM 0.25.1's Prometheus loggers: name, type, labels, update moment."""
+
+import ast
+import re
+
+import pytest
+
+from ascend_operator.contract import metrics as M
+from tests.contract.upstream import metric_names, read_upstream
+
+_CLS = {
+    M.MetricType.COUNTER: "_counter_cls",
+    M.MetricType.GAUGE: "_gauge_cls",
+    M.MetricType.HISTOGRAM: "_histogram_cls",
+}
+
+
+def _lines(source: str) -> tuple[list[str], int]:
+    rel, _, line = source.rpartition(":")
+    return read_upstream(rel).splitlines(), int(line) - 1
+
+
+@pytest.mark.parametrize("metric", M.READ, ids=lambda m: m.name)
+def test_metric_exists_where_cited(metric: M.Metric) -> None:
+    names = metric_names()
+    assert metric.name in names, f"{metric.name} is not exported by vllm/v1/metrics or spec_decode"
+    lines, i = _lines(metric.source)
+    assert metric.name in lines[i], f"{metric.source} does not name {metric.name}: {lines[i]!r}"
+
+
+@pytest.mark.parametrize("metric", M.READ, ids=lambda m: m.name)
+def test_metric_type(metric: M.Metric) -> None:
+    lines, i = _lines(metric.source)
+    before, after = "\n".join(lines[max(0, i - 3) : i + 1]), "\n".join(lines[i : i + 12])
+    if metric.name.startswith("vllm:spec_decode") and metric is not M.SPEC_DECODE_ACCEPTED_PER_POS:
+        before = after  # (name, doc) tuples, built by one _counter_cls below
+    if metric is M.CACHE_CONFIG_INFO:
+        before = after  # the name is picked first, the gauge built after it
+    assert _CLS[metric.type] in before, f"{metric.name} is not built with {_CLS[metric.type]}"
+
+
+@pytest.mark.parametrize("metric", [m for m in M.READ if m.labels == M.ENGINE_LABELS], ids=lambda m: m.name)
+def test_engine_labels(metric: M.Metric) -> None:
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    assert 'labelnames = ["model_name", "engine"]' in loggers
+    lines, i = _lines(metric.source)
+    first = next(line for line in lines[i : i + 60] if "labelnames=" in line)
+    assert re.search(r"labelnames=labelnames[,)]", first), f"{metric.name}: labels are not exactly {M.ENGINE_LABELS}"
+
+
+def test_per_position_label() -> None:
+    text = read_upstream("vllm/v1/spec_decode/metrics.py")
+    assert 'pos_labelnames = labelnames + ["position"]' in text
+    assert "for pos in range(num_spec_tokens)" in text
+
+
+def test_cache_config_info_labels_are_cache_config_fields_and_engine() -> None:
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    assert 'metrics_info["engine"] = str(engine_index)' in loggers
+    assert "labelnames=metrics_info.keys()" in loggers
+    cache = ast.parse(read_upstream("vllm/config/cache.py"))
+    cls = next(n for n in ast.walk(cache) if isinstance(n, ast.ClassDef) and n.name == "CacheConfig")
+    fields = [
+        n.target.id
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and "ClassVar" not in ast.unparse(n.annotation)
+    ]
+    assert tuple(fields) == M.CACHE_CONFIG_LABELS
+    assert "return {key: str(value) for key, value in self.__dict__.items()}" in read_upstream("vllm/config/cache.py")
+
+
+def test_iteration_stats_only_for_steps_with_outputs() -> None:
+    """No IterationStats for an output-less step: histogram, prompt and generation counters stay flat."""
+    text = read_upstream("vllm/v1/engine/async_llm.py")
+    assert re.search(r"IterationStats\(\) if \(log_stats and num_outputs\) else None", text)
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    record = loggers[loggers.index("def record(") :]
+    body = record[record.index("if iteration_stats is None:") :] if "if iteration_stats is None:" in record else record
+    assert "self.histogram_iteration_tokens[engine_idx].observe(" in body
+    assert "self.counter_prompt_tokens[engine_idx].inc(iteration_stats.num_prompt_tokens)" in body
+
+
+def test_prompt_tokens_counted_at_prefill_completion() -> None:
+    stats = read_upstream("vllm/v1/metrics/stats.py")
+    start = stats.index("num_new_generation_tokens = len(output.new_token_ids)")
+    block = stats[start : start + 600]
+    assert "if is_prefilling:" in block
+    assert "self.prompt_token_stats.update_from_output(output.prefill_stats)" in block
+
+
+def test_kv_usage_from_every_steps_scheduler_stats() -> None:
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    assert "self.gauge_kv_cache_usage[engine_idx].set(scheduler_stats.kv_cache_usage)" in loggers
+    assert M.KV_CACHE_USAGE.update is M.Update.EVERY_STEP
+    assert M.ITERATION_TOKENS.update is M.Update.STEP_WITH_OUTPUTS
+    assert M.PROMPT_TOKENS.update is M.Update.PREFILL_COMPLETE
+
+
+def test_model_card_fields() -> None:
+    proto = ast.parse(read_upstream("vllm/entrypoints/openai/engine/protocol.py"))
+    cls = next(n for n in ast.walk(proto) if isinstance(n, ast.ClassDef) and n.name == "ModelCard")
+    fields = tuple(n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name))
+    assert fields == M.MODEL_CARD_FIELDS
+    assert cls.lineno == int(M.MODEL_CARD_SOURCE.rpartition(":")[2])
