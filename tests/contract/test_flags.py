@@ -87,6 +87,14 @@ def test_option_name_follows_flexible_argument_parser() -> None:
     assert F.option_name("-O3") == "--optimization-level"
 
 
+def test_abbreviations_stay_allowed() -> None:
+    """Neither FlexibleArgumentParser nor the serve subparser turns argparse's allow_abbrev off."""
+    for rel in ("vllm/utils/argparse_utils.py", "vllm/entrypoints/cli/serve.py", "vllm/entrypoints/cli/main.py"):
+        assert "allow_abbrev" not in read_upstream(rel)
+    assert F.option_name("--max-model=4096") == "--max-model-len"
+    assert F.option_name("--max-num") == "--max-num"  # ambiguous: batched-tokens, seqs, partial-prefills
+
+
 def test_vllm_main_parses_strictly() -> None:
     """`vllm serve` goes through parse_args (not parse_known_args): an unknown option is fatal."""
     main = read_upstream("vllm/entrypoints/cli/main.py")

@@ -156,16 +156,25 @@ def option_name(arg: str) -> str | None:
         return None
     name = arg.split("=", 1)[0]
     if name.startswith("--"):
-        head, dot, _ = name[2:].partition(".")
-        name = "--" + head.replace("_", "-")
+        head, dot, rest = name[2:].partition(".")
+        name = _unabbreviated("--" + head.replace("_", "-"))
         flag = BY_SPELLING.get(name)
         if dot and flag is not None and flag.form is not Form.JSON:
-            return name + "." + _  # `--port.x` is no dotted JSON key; argparse sees an unknown option
+            return name + "." + rest  # `--port.x` is no dotted JSON key; argparse sees an unknown option
         return name
     if name.startswith("-O"):
         return "--optimization-level"
     head, dot, _rest = name.partition(".")
     return head if dot and head in BY_SPELLING and BY_SPELLING[head].form is Form.JSON else name
+
+
+def _unabbreviated(name: str) -> str:
+    """vLLM's parsers keep argparse's allow_abbrev (vllm/entrypoints/cli/serve.py:156 passes no
+    allow_abbrev): a prefix of exactly one long option is that option; of several, argparse errors."""
+    if name in BY_SPELLING:
+        return name
+    matches = [s for s in BY_SPELLING if s.startswith(name) and s.startswith("--")]
+    return matches[0] if len(matches) == 1 else name
 
 
 def _is_number(text: str) -> bool:
