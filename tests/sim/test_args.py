@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aissim.args import ArgsError, parse_serve_args
+from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
 from aissim.cli import apply_bind_env
 
 # docs/FACTS.md "Production profile (final)", as a shell would pass it (quotes removed by the shell).
@@ -52,24 +52,34 @@ def test_production_command_parses_to_the_seed_profile() -> None:
     assert cfg.known["enable_expert_parallel"] is True
     assert cfg.known["disable_hybrid_kv_cache_manager"] is False
     assert cfg.known["quantization"] == "ascend"
-    assert cfg.unknown == ()
     assert cfg.dropped == ()
 
 
-def test_unknown_flags_are_accepted_and_recorded() -> None:
-    argv = [
-        *PRODUCTION,
-        "--additional-config",
-        '{"ascend_scheduler_config":{"enabled":false}}',
-        "--some-future-flag",
-        "7",
-        "--another-switch",
-        "--third=x",
-    ]
+def test_unknown_flags_are_refused_as_vllm_refuses_them() -> None:
+    argv = [*PRODUCTION, "--some-future-flag", "7", "--another-switch"]
+    with pytest.raises(UnrecognizedArguments) as caught:
+        parse_serve_args(argv, env={})
+    assert str(caught.value) == "vllm serve: error: unrecognized arguments: --some-future-flag 7 --another-switch"
+
+
+def test_every_vllm_spelling_of_a_known_flag_is_accepted() -> None:
+    argv = ["/m", "-tp", "4", "-dp=2", "--max-model", "4096", "--no-enable-prefix-caching", "--seed", "3",
+            "--compilation-config.cudagraph_mode", "FULL_DECODE_ONLY", "--enable-log-requests"]  # fmt: skip
     cfg = parse_serve_args(argv, env={})
-    assert cfg.additional_config == {"ascend_scheduler_config": {"enabled": False}}
-    assert cfg.unknown == ("--some-future-flag=7", "--another-switch", "--third=x")
-    assert cfg.max_model_len == 327680  # unknown flags do not disturb the known ones
+    assert (cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.max_model_len) == (4, 2, 4096)
+    assert cfg.enable_prefix_caching is False
+    assert cfg.compilation_config == {"cudagraph_mode": "FULL_DECODE_ONLY"}
+
+
+@pytest.mark.parametrize(
+    ("model_type", "requested", "effective"),
+    [("deepseek_v4", 7, 32), ("deepseek_v4", 64, 64), ("deepseek_v4", None, 128), ("qwen3", 16, 128)],
+)
+def test_block_size_is_rewritten_as_vllm_ascend_does(model_type: str, requested: int | None, effective: int) -> None:
+    argv = ["/m", "--sim-model-type", model_type] + ([] if requested is None else ["--block-size", str(requested)])
+    cfg = parse_serve_args(argv, env={})
+    assert cfg.block_size == effective
+    assert cfg.requested_block_size == requested
 
 
 def test_underscore_spelling_and_rendered_quotes_are_tolerated() -> None:

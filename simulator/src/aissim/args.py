@@ -1,8 +1,12 @@
 """Parses a `vllm serve` command line (plus `--sim-*` flags and AIS_SIM_* env vars) into a SimConfig.
 
-Why this module exists: a rendered pod's args must start the simulator unchanged, so it has to accept what
-`vllm serve` accepts: `--flag value` and `--flag=value`, underscores or dashes, BooleanOptional pairs, JSON
-configs, and flags it does not model (recorded, never rejected). Simulator-only knobs are prefixed
+Why this module exists: a rendered pod's args must start the simulator unchanged, and a command line vLLM
+0.25.1 would refuse must not start it either. The option set and each option's form come from the engine
+contract (`ascend_operator.contract.flags`, held against vLLM's argparse by tests/contract/): `--flag value`
+and `--flag=value`, underscores or dashes, abbreviations, BooleanOptional pairs, JSON configs. An option vLLM
+does not declare ends the start the way vLLM's argparse does: `vllm serve: error: unrecognized arguments:
+...`, exit 2. vllm-ascend's block-size rewrite is applied for the model type (`--sim-model-type`, default the
+seed's deepseek_v4), so the engine reports what vllm-ascend would. Simulator-only knobs are prefixed
 `--sim-` so they can never clash with a vLLM flag, and each has an env var so a harness can change the
 time scale without editing pod args. `--sim-drop-args` reproduces the seed's truncated shell line: the
 named vLLM flags are removed from argv before parsing, so the engine runs as if they were never given.
@@ -18,43 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aissim.calibration import REFERENCE_UTILIZATION
+from ascend_operator.contract import additional_config as ascend
+from ascend_operator.contract import flags as F
+from ascend_operator.contract.flags import Form
 
-# vLLM flags that take no value (BooleanOptionalAction or store_true in vLLM's EngineArgs / frontend args).
-_BOOL_FLAGS = (
-    "enable-expert-parallel",
-    "enable-prefix-caching",
-    "enable-chunked-prefill",
-    "enforce-eager",
-    "trust-remote-code",
-    "enable-auto-tool-choice",
-    "enable-prompt-tokens-details",
-    "disable-hybrid-kv-cache-manager",
-    "async-scheduling",
-    "disable-log-requests",
-    "disable-log-stats",
-    "enable-log-requests",
-)
-# vLLM flags taking one value that the simulator reads or reports but does not model further.
-_VALUE_FLAGS = (
-    "tokenizer",
-    "tokenizer-mode",
-    "tool-call-parser",
-    "reasoning-parser",
-    "quantization",
-    "dtype",
-    "kv-cache-dtype",
-    "seed",
-    "api-key",
-    "uvicorn-log-level",
-    "distributed-executor-backend",
-    "pipeline-parallel-size",
-    "swap-space",
-    "max-seq-len-to-capture",
-    "revision",
-    "download-dir",
-    "load-format",
-)
-_JSON_FLAGS = ("speculative-config", "compilation-config", "additional-config", "model-loader-extra-config")
+#: vLLM's own usage line for `vllm serve` (vllm/entrypoints/cli/serve.py:161).
+VLLM_SERVE_USAGE = "usage: vllm serve [model_tag] [options]"
 
 ENV_PREFIX = "AIS_SIM_"
 
@@ -69,6 +42,7 @@ class SimOptions:
     load_seconds: float = 0.0
     drop_args: tuple[str, ...] = ()
     seed: int = 0
+    model_type: str = "deepseek_v4"
 
 
 @dataclass(frozen=True)
@@ -86,6 +60,8 @@ class SimConfig:
     tensor_parallel_size: int
     data_parallel_size: int
     block_size: int
+    """After vllm-ascend's rewrite (what CacheConfig and `vllm:cache_config_info` report)."""
+    requested_block_size: int | None
     enable_prefix_caching: bool
     enable_prompt_tokens_details: bool
     speculative_config: dict[str, Any] | None
@@ -93,7 +69,6 @@ class SimConfig:
     additional_config: dict[str, Any] | None
     model_loader_extra_config: dict[str, Any] | None
     known: dict[str, Any]
-    unknown: tuple[str, ...]
     dropped: tuple[str, ...]
     argv: tuple[str, ...]
     sim: SimOptions = field(default_factory=SimOptions)
@@ -113,19 +88,60 @@ class ArgsError(ValueError):
     """The command line cannot start an engine (vLLM would exit with a usage error too)."""
 
 
+class UnrecognizedArguments(ArgsError):
+    """Options vLLM 0.25.1 does not declare; str() is argparse's own error line."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self.args_given = tuple(args)
+        super().__init__(f"vllm serve: error: unrecognized arguments: {' '.join(args)}")
+
+
 def _normalise(token: str) -> str:
-    """vLLM's FlexibleArgumentParser accepts `--max_model_len` for `--max-model-len`; fold to dashes."""
+    """vLLM's FlexibleArgumentParser accepts `--max_model_len` for `--max-model-len`; fold to dashes
+    (up to the first dot, vllm/utils/argparse_utils.py:301-323)."""
     if not token.startswith("--"):
         return token
     name, sep, value = token.partition("=")
-    return name.replace("_", "-") + sep + value
+    head, dot, rest = name.partition(".")
+    return head.replace("_", "-") + dot + rest + sep + value
 
 
 def _takes_value(name: str) -> bool:
-    bare = name[2:]
-    if bare.startswith("no-"):
-        return False
-    return bare not in _BOOL_FLAGS
+    flag = F.BY_SPELLING.get(F.option_name(name) or name)
+    return flag is None or name in flag.shorthands or flag.takes_value
+
+
+def _merge_dotted(argv: list[str]) -> list[str]:
+    """`--compilation-config.cudagraph_mode FULL` -> one `--compilation-config {...}` (argparse_utils.py:388-417)."""
+    out: list[str] = []
+    merged: dict[str, dict[str, Any]] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        head = name.split(".", 1)[0]
+        flag = F.BY_SPELLING.get(head)
+        if token.startswith("-") and "." in name and flag is not None and flag.form is Form.JSON:
+            if "=" in token:
+                raw = token.split("=", 1)[1]
+            else:
+                raw = argv[i + 1] if i + 1 < len(argv) else ""
+                i += 1
+            try:
+                value: Any = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            node = merged.setdefault(flag.name, {})
+            *parents, leaf = name.split(".")[1:]
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = value
+        else:
+            out.append(token)
+        i += 1
+    for name, obj in merged.items():
+        out += [name, json.dumps(obj)]
+    return out
 
 
 def drop_flags(argv: Sequence[str], flags: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -188,29 +204,35 @@ def _sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-load-seconds", type=float)
     p.add_argument("--sim-drop-args", action="append", default=[])
     p.add_argument("--sim-seed", type=int)
+    p.add_argument("--sim-model-type")
     return p
 
 
+_DEFAULTS: dict[str, Any] = {
+    "host": "0.0.0.0", "port": 8000, "max_num_seqs": 256, "gpu_memory_utilization": 0.9,
+    "tensor_parallel_size": 1, "data_parallel_size": 1,
+}  # fmt: skip
+
+
 def _vllm_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vllm serve", add_help=False, allow_abbrev=False)
+    """vLLM 0.25.1's `vllm serve` options, from the engine contract (argparse's allow_abbrev stays on, as in vLLM)."""
+    p = argparse.ArgumentParser(prog="vllm serve", add_help=False, exit_on_error=False)
     p.add_argument("model_tag", nargs="?")
-    p.add_argument("--model")
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--served-model-name", nargs="+")
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
-    p.add_argument("--block-size", type=int)
-    for flag in _JSON_FLAGS:
-        p.add_argument("--" + flag)
-    for flag in _VALUE_FLAGS:
-        p.add_argument("--" + flag)
-    for flag in _BOOL_FLAGS:
-        p.add_argument("--" + flag, action=argparse.BooleanOptionalAction, default=None)
+    for flag in F.ALL.values():
+        names = [flag.name, *flag.aliases]
+        dest = flag.name[2:].replace("-", "_")
+        if flag.form is Form.BOOL:
+            p.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction, default=None)
+        elif flag.form is Form.STORE_TRUE:
+            p.add_argument(*names, dest=dest, action="store_true", default=None)
+        elif flag.form is Form.OPTIONAL:
+            p.add_argument(*names, dest=dest, nargs="?", const=True)
+        elif flag is F.SERVED_MODEL_NAME:
+            p.add_argument(*names, dest=dest, nargs="+")
+        else:
+            p.add_argument(*names, dest=dest, type=flag.value_type, default=_DEFAULTS.get(dest))
+        for short in flag.shorthands:
+            p.add_argument(short, dest=short[2:].replace("-", "_"))
     return p
 
 
@@ -243,23 +265,8 @@ def _sim_options(ns: argparse.Namespace, env: Mapping[str, str]) -> SimOptions:
         load_seconds=float(pick(ns.sim_load_seconds, "LOAD_SECONDS", float, 0.0)),
         drop_args=tuple(drop),
         seed=int(pick(ns.sim_seed, "SEED", int, 0)),
+        model_type=str(pick(ns.sim_model_type, "MODEL_TYPE", str, "deepseek_v4")),
     )
-
-
-def _unknown_flags(extra: Sequence[str]) -> tuple[str, ...]:
-    """Pair unknown `--flag value` tokens so the record reads like the command line."""
-    out: list[str] = []
-    i = 0
-    while i < len(extra):
-        token = extra[i]
-        paired = token.startswith("-") and "=" not in token and i + 1 < len(extra)
-        if paired and not extra[i + 1].startswith("-"):
-            out.append(f"{token}={extra[i + 1]}")
-            i += 2
-            continue
-        out.append(token)
-        i += 1
-    return tuple(out)
 
 
 def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> SimConfig:
@@ -273,9 +280,11 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
     sim = _sim_options(sim_ns, environ)
     kept, dropped = drop_flags(rest, sim.drop_args)
     try:
-        ns, extra = _vllm_parser().parse_known_args(kept)
-    except SystemExit as exc:  # argparse exits on a malformed known flag (e.g. --port abc)
-        raise ArgsError(f"invalid vllm serve arguments: {' '.join(kept)}") from exc
+        ns, extra = _vllm_parser().parse_known_args(_merge_dotted(kept))
+    except (SystemExit, argparse.ArgumentError) as exc:  # a malformed known flag (e.g. --port abc)
+        raise ArgsError(f"invalid vllm serve arguments: {' '.join(kept)}: {exc}") from exc
+    if extra:
+        raise UnrecognizedArguments(extra)
     model = ns.model_tag or ns.model
     if not model:
         raise ArgsError("vllm serve: a model path is required")
@@ -296,7 +305,8 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
         gpu_memory_utilization=float(ns.gpu_memory_utilization or REFERENCE_UTILIZATION),
         tensor_parallel_size=tp,
         data_parallel_size=int(ns.data_parallel_size),
-        block_size=int(ns.block_size or 128),
+        block_size=ascend.effective_block_size(ns.block_size, model_type=sim.model_type),
+        requested_block_size=ns.block_size,
         enable_prefix_caching=ns.enable_prefix_caching is not False,
         enable_prompt_tokens_details=bool(ns.enable_prompt_tokens_details),
         speculative_config=spec,
@@ -304,7 +314,6 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
         additional_config=parse_json_arg(ns.additional_config, flag="--additional-config"),
         model_loader_extra_config=parse_json_arg(ns.model_loader_extra_config, flag="--model-loader-extra-config"),
         known={"model": model, **known},
-        unknown=_unknown_flags(extra),
         dropped=tuple(dropped),
         argv=tuple(argv),
         sim=sim,

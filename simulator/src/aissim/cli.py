@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from aiohttp import web
 
 from aissim import calibration as cal
-from aissim.args import ArgsError, SimConfig, parse_serve_args
+from aissim.args import VLLM_SERVE_USAGE, ArgsError, SimConfig, UnrecognizedArguments, parse_serve_args
 from aissim.engine import SimEngine
 from aissim.faults import FaultError, parse_fault_flag
 from aissim.server import ExitFn, build_app, schedule_crash
@@ -46,6 +46,8 @@ Simulator flags (env var used when the flag is absent):
                                 (AIS_SIM_LOAD_SECONDS)
   --sim-drop-args F[,F]         ignore these vLLM flags as if never given (AIS_SIM_DROP_ARGS)
   --sim-seed N                  acceptance sequence seed (AIS_SIM_SEED)
+  --sim-model-type T            config.json model_type for vllm-ascend's block-size rewrite
+                                (AIS_SIM_MODEL_TYPE, default deepseek_v4)
 """
 
 
@@ -97,8 +99,6 @@ def startup_error(cfg: SimConfig) -> str | None:
 def _log_config(cfg: SimConfig) -> None:
     log.info("vLLM API server version %s (engine simulator)", cal.VLLM_VERSION)
     log.info("non-default args: %s", {k: v for k, v in cfg.known.items() if k not in ("host", "port")})
-    if cfg.unknown:
-        log.info("sim: flags accepted but not modelled: %s", list(cfg.unknown))
     if cfg.dropped:
         log.warning("sim: drop-args fault: ignoring %s", list(cfg.dropped))
     log.info(
@@ -181,6 +181,9 @@ def main(argv: list[str]) -> int:
         cfg = apply_bind_env(parse_serve_args(argv[1:]))
         for spec in cfg.sim.faults:
             parse_fault_flag(spec)
+    except UnrecognizedArguments as err:  # as vLLM's argparse: usage line, error line, exit 2
+        print(f"{VLLM_SERVE_USAGE}\n{err}", file=sys.stderr)
+        return 2
     except (ArgsError, FaultError) as err:
         print(f"aissim serve: {err}", file=sys.stderr)
         return 2

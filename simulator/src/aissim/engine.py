@@ -170,7 +170,11 @@ class EngineCore:
             self.engine_time = end
             self.busy_seconds += seconds
             self._prev_end = end
-            self.metrics.record_iteration(engine=self.index, it=it)
+            if emitted:
+                # vLLM builds IterationStats only for a step that returned request outputs
+                # (vllm/v1/engine/async_llm.py:663, contract.metrics.Update.STEP_WITH_OUTPUTS): a partial
+                # prefill chunk moves no token counter and no iteration histogram, only the KV gauge.
+                self.metrics.record_iteration(engine=self.index, it=it)
             self._publish(queries=plan.queries, hits=plan.hits)
             for req, new in emitted:
                 delivery = self.deliveries.get(req)
@@ -213,6 +217,7 @@ class SimEngine:
                 gpu_memory_utilization=cfg.gpu_memory_utilization,
                 enable_prefix_caching=cfg.enable_prefix_caching,
                 num_gpu_blocks=pool_tokens // cfg.block_size,
+                user_specified_block_size=cfg.requested_block_size is not None,
             ),
         )
         self.cores = [

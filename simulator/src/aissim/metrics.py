@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ascend_operator.contract.metrics import CACHE_CONFIG_LABELS
+
 LABELS = ("model_name", "engine")
 FINISH_REASONS = ("stop", "length", "abort")  # vllm.v1.engine.FinishReason str() values
 TTFT_BUCKETS: tuple[float, ...] = (
@@ -322,25 +324,32 @@ class VllmMetrics:
 
 
 def cache_config_info(
-    *, block_size: int, gpu_memory_utilization: float, enable_prefix_caching: bool, num_gpu_blocks: int
+    *,
+    block_size: int,
+    gpu_memory_utilization: float,
+    enable_prefix_caching: bool,
+    num_gpu_blocks: int,
+    user_specified_block_size: bool = True,
 ) -> dict[str, str]:
-    """CacheConfig.metrics_info(): {field: str(value)} over the config's fields (vllm/config/cache.py)."""
-    fields: dict[str, object] = {
+    """CacheConfig.metrics_info(): {field: str(value)} over every CacheConfig field (the contract's
+    CACHE_CONFIG_LABELS, vllm/config/cache.py:49-238), upstream defaults where the simulator has no value."""
+    values: dict[str, object] = {
         "block_size": block_size,
+        "user_specified_block_size": user_specified_block_size,
+        "user_specified_mamba_block_size": False,
         "gpu_memory_utilization": gpu_memory_utilization,
         "cache_dtype": "auto",
         "is_attention_free": False,
-        "num_gpu_blocks_override": None,
-        "sliding_window": None,
         "enable_prefix_caching": enable_prefix_caching,
         "prefix_caching_hash_algo": "sha256",
-        "kv_cache_memory_bytes": None,
-        "kv_offloading_size": None,
-        "kv_offloading_backend": "native",
-        "kv_sharing_fast_prefill": False,
+        "calculate_kv_scales": False,
+        "kv_cache_dtype_skip_layers": [],
         "mamba_cache_dtype": "auto",
         "mamba_ssm_cache_dtype": "auto",
+        "mamba_cache_mode": "none",
         "num_gpu_blocks": num_gpu_blocks,
-        "num_cpu_blocks": None,
+        "kv_sharing_fast_prefill": False,
+        "kv_offloading_backend": "native",
+        "_block_size_resolved": True,
     }
-    return {key: str(value) for key, value in fields.items()}
+    return {key: str(values.get(key)) for key in CACHE_CONFIG_LABELS}

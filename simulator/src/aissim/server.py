@@ -11,7 +11,7 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
   (or one with ?fault=NAME). slow-start and drop-args act before the engine exists and are refused with
   409 here; use --sim-load-seconds / --sim-drop-args.
 - GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
-  config (known flags, unknown flags recorded, flags dropped).
+  config (known flags, flags dropped).
 """
 
 from __future__ import annotations
@@ -172,7 +172,6 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                 **engine.state(),
                 "config": {
                     "known": dict(cfg.known),
-                    "unknown": list(cfg.unknown),
                     "dropped": list(cfg.dropped),
                     "speculative_config": cfg.speculative_config,
                     "compilation_config": cfg.compilation_config,
