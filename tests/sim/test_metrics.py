@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.contract.metrics import CACHE_CONFIG_LABELS
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
 COUNTERS = {
@@ -85,6 +86,7 @@ async def test_cache_config_info_exposes_the_effective_cache_config(sim: SimFact
     assert sample.labels["num_gpu_blocks"] == str(1_078_120 // 128)
     assert sample.labels["engine"] == "0"
     assert "model_name" not in sample.labels  # vLLM's info gauge carries the config's fields only
+    assert set(sample.labels) == {*CACHE_CONFIG_LABELS, "engine"}  # vLLM's CacheConfig fields + engine
 
 
 async def test_no_spec_decode_series_without_a_speculative_config(sim: SimFactory) -> None:

@@ -16,7 +16,9 @@ def test_running_pod_gets_its_rendered_args_on_its_ip(example: ParsedService) ->
     target = target_of(running(pod))
     assert target is not None
     assert (target.ip, target.port, target.name) == ("127.10.0.7", 8000, "dsv4-flash-0")
-    assert list(target.args) == pod["spec"]["containers"][0]["args"]
+    # The pod's args are `vllm serve ...` (no command: the image's ENTRYPOINT stays); aissim takes `serve ...`.
+    assert ["vllm", *target.args] == pod["spec"]["containers"][0]["args"]
+    assert target.args[0] == "serve"
 
 
 def test_pending_terminating_or_unaddressed_pods_get_none(example: ParsedService) -> None:

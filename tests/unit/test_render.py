@@ -71,8 +71,7 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                     "name": "engine",
                     "image": "quay.io/ascend/vllm-ascend:DeepSeekV4-flash-0731",
                     "imagePullPolicy": "IfNotPresent",
-                    "command": ["vllm"],
-                    "args": build_engine_args(example.spec),
+                    "args": ["vllm", *build_engine_args(example.spec)],
                     "env": build_env(example.spec),
                     "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
                     "resources": {

@@ -58,9 +58,12 @@ def target_of(pod: Mapping[str, Any]) -> Target | None:
     if engine is None or not engine.get("args"):
         return None
     ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
+    args = list(engine["args"])
+    if args[:1] == ["vllm"]:  # the engine command rendered as args (the pod keeps the image's ENTRYPOINT)
+        args = args[1:]
     return Target(
         uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
-        args=tuple(engine["args"]), port=int(ports[0]) if ports else 8000,
+        args=tuple(args), port=int(ports[0]) if ports else 8000,
     )  # fmt: skip
 
 

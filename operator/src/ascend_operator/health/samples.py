@@ -1,8 +1,10 @@
 """One scrape of an engine's /metrics, reduced to what the detectors and the status need.
 
-Parsed with prometheus-client's own text parser. Metric names are vLLM V1's (vllm/v1/metrics/loggers.py,
-vllm/v1/spec_decode/metrics.py); series of several engines in one pod (DP > 1) are summed, gauges of
-usage take the highest engine, because one full engine is what stalls.
+Parsed with prometheus-client's own text parser. Metric names come from the engine contract
+(`ascend_operator.contract.metrics`, held against vllm/v1/metrics by tests/contract/), which also says
+when each moves: the iteration histogram and the token counters only on steps that return outputs.
+Series of several engines in one pod (DP > 1) are summed, gauges of usage take the highest engine,
+because one full engine is what stalls.
 """
 
 from dataclasses import dataclass, field
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.contract import metrics as M
 from ascend_operator.health import progress as prog
 
 Buckets = tuple[tuple[float, float], ...]
@@ -27,7 +30,8 @@ class EngineSample:
     prompt_tokens: float = 0.0
     generation_tokens: float = 0.0
     iterations: float = 0.0
-    """Engine steps: the count of the `vllm:iteration_tokens_total` histogram."""
+    """Steps that returned outputs (vLLM has no step counter): the count of `vllm:iteration_tokens_total`.
+    A lone chunked prefill moves it only when the prefill completes."""
     preemptions: float = 0.0
     prefix_queries: float = 0.0
     prefix_hits: float = 0.0
@@ -83,31 +87,27 @@ def parse_metrics(text: str, *, t: float) -> EngineSample:
         values = [s.value for s in fam[name].samples] if name in fam else []
         return max(values, default=0.0)
 
-    spec = "vllm:spec_decode_num_drafts" in fam
-    config = fam.get("vllm:cache_config_info")
+    spec = M.SPEC_DECODE_NUM_DRAFTS.name in fam
+    config = fam.get(M.CACHE_CONFIG_INFO.name)
     return EngineSample(
         t=t,
-        running=_value(fam["vllm:num_requests_running"]) if "vllm:num_requests_running" in fam else 0.0,
-        waiting=_value(fam["vllm:num_requests_waiting"]) if "vllm:num_requests_waiting" in fam else 0.0,
-        kv_usage=gauge_max("vllm:kv_cache_usage_perc"),
-        prompt_tokens=counter("vllm:prompt_tokens"),
-        generation_tokens=counter("vllm:generation_tokens"),
-        iterations=_value(fam["vllm:iteration_tokens_total"], "_count")
-        if "vllm:iteration_tokens_total" in fam
-        else 0.0,
-        preemptions=counter("vllm:num_preemptions"),
-        prefix_queries=counter("vllm:prefix_cache_queries"),
-        prefix_hits=counter("vllm:prefix_cache_hits"),
-        spec_drafts=counter("vllm:spec_decode_num_drafts") if spec else None,
-        spec_draft_tokens=counter("vllm:spec_decode_num_draft_tokens") if spec else None,
-        spec_accepted=counter("vllm:spec_decode_num_accepted_tokens") if spec else None,
-        spec_accepted_per_pos=_per_position(fam["vllm:spec_decode_num_accepted_tokens_per_pos"])
-        if "vllm:spec_decode_num_accepted_tokens_per_pos" in fam
+        running=_value(fam[M.NUM_REQUESTS_RUNNING.name]) if M.NUM_REQUESTS_RUNNING.name in fam else 0.0,
+        waiting=_value(fam[M.NUM_REQUESTS_WAITING.name]) if M.NUM_REQUESTS_WAITING.name in fam else 0.0,
+        kv_usage=gauge_max(M.KV_CACHE_USAGE.name),
+        prompt_tokens=counter(M.PROMPT_TOKENS.name),
+        generation_tokens=counter(M.GENERATION_TOKENS.name),
+        iterations=_value(fam[M.ITERATION_TOKENS.name], "_count") if M.ITERATION_TOKENS.name in fam else 0.0,
+        preemptions=counter(M.NUM_PREEMPTIONS.name),
+        prefix_queries=counter(M.PREFIX_CACHE_QUERIES.name),
+        prefix_hits=counter(M.PREFIX_CACHE_HITS.name),
+        spec_drafts=counter(M.SPEC_DECODE_NUM_DRAFTS.name) if spec else None,
+        spec_draft_tokens=counter(M.SPEC_DECODE_NUM_DRAFT_TOKENS.name) if spec else None,
+        spec_accepted=counter(M.SPEC_DECODE_NUM_ACCEPTED_TOKENS.name) if spec else None,
+        spec_accepted_per_pos=_per_position(fam[M.SPEC_DECODE_ACCEPTED_PER_POS.name])
+        if M.SPEC_DECODE_ACCEPTED_PER_POS.name in fam
         else None,
-        ttft=_buckets(fam["vllm:time_to_first_token_seconds"]) if "vllm:time_to_first_token_seconds" in fam else (),
-        tpot=_buckets(fam["vllm:request_time_per_output_token_seconds"])
-        if "vllm:request_time_per_output_token_seconds" in fam
-        else (),
+        ttft=_buckets(fam[M.TIME_TO_FIRST_TOKEN.name]) if M.TIME_TO_FIRST_TOKEN.name in fam else (),
+        tpot=_buckets(fam[M.TIME_PER_OUTPUT_TOKEN.name]) if M.TIME_PER_OUTPUT_TOKEN.name in fam else (),
         cache_config=dict(config.samples[0].labels) if config and config.samples else {},
     )
 

@@ -14,6 +14,7 @@ from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import flags as F
 
 #: The engine's command, rendered as the first container args (the pod keeps the image's ENTRYPOINT).
+#: vllm-ascend v0.25.1rc1's Dockerfile sets no ENTRYPOINT and ends in CMD ["/bin/bash"] (Dockerfile:78).
 ENGINE_COMMAND = ["vllm"]
 LISTEN_HOST = "0.0.0.0"
 

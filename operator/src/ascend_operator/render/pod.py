@@ -132,8 +132,10 @@ def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dic
         "name": ENGINE_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
-        "command": list(ENGINE_COMMAND),
-        "args": build_engine_args(spec),
+        # No `command`: it would replace the image's ENTRYPOINT (a CANN-based image may source the toolkit's
+        # set_env.sh there). `vllm serve ...` as args runs through an `exec "$@"` entrypoint and, in an image
+        # with none (vllm-ascend's Dockerfile ends in CMD ["/bin/bash"]), replaces the CMD.
+        "args": [*ENGINE_COMMAND, *build_engine_args(spec)],
         "env": build_env(spec),
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
         "resources": _resources(spec),
