@@ -98,3 +98,10 @@ def test_render_refuses_what_vllm_and_vllm_ascend_would_not_run_as_asked(tmp_pat
     block = next(line for line in lines if "[BlockSizeKeptByVllmAscend]" in line)
     assert "error: spec.engine.blockSize:" in block
     assert "(7 would run as 32)" in block
+
+
+def test_render_takes_the_operators_npu_resource_name() -> None:
+    result = aisctl("render", "-f", str(EXAMPLE), "--npu-resource", "huawei.com/ascend-1980")
+    assert result.returncode == 0, result.stderr
+    pod = next(doc for doc in yaml.safe_load_all(result.stdout) if doc["kind"] == "Pod")
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"huawei.com/ascend-1980": "8"}

@@ -262,3 +262,10 @@ def test_canary_knobs_grace_and_the_probe_source_never_restart_an_engine(
     monkeypatch.setattr(probes, "probe_source", lambda: "print('a newer operator's probe')")
     assert build_pod_spec(example.spec)["containers"][0]["readinessProbe"]["exec"]["command"][2].startswith("print")
     assert spec_hash(example.spec) == before
+
+
+def test_npu_resource_name_is_the_operators(example: ParsedService) -> None:
+    """Huawei Cloud CCE's device plugin advertises huawei.com/ascend-1980, MindCluster's huawei.com/Ascend910."""
+    pod = build_pod(example.spec, owner=OWNER, replica=0, npu_resource="huawei.com/ascend-1980")
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"huawei.com/ascend-1980": "8"}, "limits": {"huawei.com/ascend-1980": "8"}}

@@ -13,8 +13,11 @@ SHORT_NAME = "ais"
 CATEGORY = "ascend"
 
 #: The extended resource the Ascend device plugin advertises for 910-series NPUs (mind-cluster
-#: ascend-device-plugin registers `huawei.com/Ascend910` for 910/910B chips).
+#: ascend-device-plugin registers `huawei.com/Ascend910` for 910/910B chips). The default of the operator's
+#: `--npu-resource` (chart value operator.npuResource): Huawei Cloud CCE's plugin names it `huawei.com/ascend-1980`.
 NPU_RESOURCE = "huawei.com/Ascend910"
+#: NPU resource names of the device plugins in use; spec.resources may name none of them (spec.npus does).
+KNOWN_NPU_RESOURCES = (NPU_RESOURCE, "huawei.com/ascend-1980")
 
 LABEL_SERVICE = f"{GROUP}/service"
 LABEL_REPLICA = f"{GROUP}/replica"

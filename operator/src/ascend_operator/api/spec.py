@@ -81,7 +81,9 @@ class RuntimeSpec(ApiModel):
     mode: RuntimeMode = Field(
         default=RuntimeMode.HOST_MOUNTS,
         description="HostMounts mounts the driver files vllm-ascend's container guide lists (works on any "
-        "runtime); AscendDockerRuntime relies on the Ascend Docker Runtime to inject them.",
+        "runtime) and needs the Ascend device plugin started with `-useAscendDocker=false`: only then does the "
+        "plugin inject the /dev/davinci* devices itself. AscendDockerRuntime relies on the Ascend Docker "
+        "Runtime to inject devices and driver files (the plugin's default, `-useAscendDocker=true`).",
     )
     shm_size: str = Field(
         default="64Gi",

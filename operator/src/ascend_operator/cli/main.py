@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from ascend_operator.api.constants import NPU_RESOURCE
 from ascend_operator.api.crd import build_crd
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.cli import bench as bench_cmd
@@ -51,7 +52,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     objects = []
     for svc in services:
         owner = Owner(name=svc.name, namespace=svc.namespace)
-        objects += [build_pod(svc.spec, owner=owner, replica=i) for i in range(svc.spec.replicas)]
+        objects += [
+            build_pod(svc.spec, owner=owner, replica=i, npu_resource=args.npu_resource)
+            for i in range(svc.spec.replicas)
+        ]
         objects.append(build_service(svc.spec, owner=owner))
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0
@@ -82,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     render = sub.add_parser("render", help="print the pods and Service a spec becomes")
     render.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
+    render.add_argument(
+        "--npu-resource", default=NPU_RESOURCE, help="NPU resource name, as `aisctl operator --npu-resource`"
+    )
     render.set_defaults(func=cmd_render)
     plan = sub.add_parser("plan", help="print the HBM/KV budget per NPU with its verdict")
     plan.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")

@@ -7,6 +7,8 @@ import random
 
 import kopf
 
+from ascend_operator.api.constants import NPU_RESOURCE
+
 #: Upper bound of a random peering priority (kopf compares plain ints; a tie pauses every tied operator).
 MAX_RANDOM_PRIORITY = 2**31 - 1
 
@@ -37,6 +39,11 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         "--metrics-port", type=int, default=None,
         help="serve the operator's Prometheus metrics (e.g. ascend_operator_rolls_total) on this port",
     )  # fmt: skip
+    op.add_argument(
+        "--npu-resource", default=NPU_RESOURCE,
+        help="the Ascend device plugin's NPU resource name: huawei.com/Ascend910 (MindCluster, the default) or "
+        "huawei.com/ascend-1980 (Huawei Cloud CCE)",
+    )  # fmt: skip
     op.set_defaults(func=run_operator)
 
 
@@ -47,6 +54,7 @@ def run_operator(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     memo = kopf.Memo()
     memo.resync_seconds = args.resync_seconds or handlers.DEFAULT_RESYNC_SECONDS
+    memo.npu_resource = args.npu_resource
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 

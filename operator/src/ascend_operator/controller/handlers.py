@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PLURAL, VERSION
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
@@ -57,6 +57,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.wakers = {}
     memo.services = {}
     memo.setdefault("resync_seconds", DEFAULT_RESYNC_SECONDS)
+    memo.setdefault("npu_resource", NPU_RESOURCE)
 
 
 @kopf.on.cleanup()
@@ -148,7 +149,7 @@ async def service_loop(
     """The reconcile loop of one service; never lets an error end it."""
     waker = memo.wakers.setdefault((namespace, name), asyncio.Event())
 
-    ctx = Context(kube=memo.kube, events=_poster(body), now=utc_now)
+    ctx = Context(kube=memo.kube, events=_poster(body), now=utc_now, npu_resource=str(memo.npu_resource))
     memory = service_memory(memo, body)
     try:
         while not stopped:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.api.constants import LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
@@ -44,6 +44,8 @@ class Context:
     kube: KubeApi
     events: EventSink
     now: Callable[[], str]
+    npu_resource: str = NPU_RESOURCE
+    """The device plugin's NPU resource name (`aisctl operator --npu-resource`)."""
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -78,7 +80,7 @@ async def _apply_pod_actions(ctx: Context, parsed: ParsedService, owner: Owner, 
     actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods)
     for action in actions:
         if isinstance(action, CreatePod):
-            body = build_pod(parsed.spec, owner=owner, replica=action.replica)
+            body = build_pod(parsed.spec, owner=owner, replica=action.replica, npu_resource=ctx.npu_resource)
             if await ctx.kube.create(body):
                 ctx.events("Normal", "PodCreated", f"created pod {body['metadata']['name']} (spec {digest})")
         elif isinstance(action, DeletePod) and await ctx.kube.delete_pod(owner.namespace, action.name, action.uid):

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_REPLICA, NPU_RESOURCE, READINESS_GATE
+from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, KNOWN_NPU_RESOURCES, LABEL_REPLICA, READINESS_GATE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +35,9 @@ class PodView:
     @property
     def lacks_npus(self) -> bool:
         """The scheduler found no node with enough free NPUs."""
-        return self.unschedulable is not None and f"Insufficient {NPU_RESOURCE}" in self.unschedulable
+        return self.unschedulable is not None and any(
+            f"Insufficient {name}" in self.unschedulable for name in KNOWN_NPU_RESOURCES
+        )
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -118,15 +118,17 @@ def _volumes_and_mounts(
     return volumes, mounts
 
 
-def _resources(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
+def _resources(spec: AscendInferenceServiceSpec, npu_resource: str) -> dict[str, Any]:
     npus = str(spec.npus)
     return {
-        "requests": {**spec.resources.requests, NPU_RESOURCE: npus},
-        "limits": {**spec.resources.limits, NPU_RESOURCE: npus},
+        "requests": {**spec.resources.requests, npu_resource: npus},
+        "limits": {**spec.resources.limits, npu_resource: npus},
     }
 
 
-def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+def build_engine_container(
+    spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]], npu_resource: str = NPU_RESOURCE
+) -> dict[str, Any]:
     """The vLLM container: the rendered argument list, env, NPUs, mounts."""
     return {
         "name": ENGINE_CONTAINER,
@@ -138,7 +140,7 @@ def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dic
         "args": [*ENGINE_COMMAND, *build_engine_args(spec)],
         "env": build_env(spec),
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
-        "resources": _resources(spec),
+        "resources": _resources(spec, npu_resource),
         "volumeMounts": mounts,
         "startupProbe": startup_probe(spec),
         "readinessProbe": readiness_probe(spec),
@@ -146,8 +148,8 @@ def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dic
     }
 
 
-def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
-    """The pod's `spec` (the same for every replica)."""
+def build_pod_spec(spec: AscendInferenceServiceSpec, *, npu_resource: str = NPU_RESOURCE) -> dict[str, Any]:
+    """The pod's `spec` (the same for every replica); `npu_resource` is the operator's device-plugin name."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -157,7 +159,7 @@ def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         # The operator's own judgement (canary, effective config, stall) gates Service endpoints too.
         "readinessGates": [{"conditionType": READINESS_GATE}],
-        "containers": [build_engine_container(spec, mounts=mounts)],
+        "containers": [build_engine_container(spec, mounts=mounts, npu_resource=npu_resource)],
         "volumes": volumes,
     }
     if spec.scheduling.node_selector:
@@ -169,9 +171,11 @@ def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
     return pod_spec
 
 
-def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -> dict[str, Any]:
+def build_pod(
+    spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int, npu_resource: str = NPU_RESOURCE
+) -> dict[str, Any]:
     """The engine pod of one replica."""
-    pod_spec = build_pod_spec(spec)
+    pod_spec = build_pod_spec(spec, npu_resource=npu_resource)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -12,7 +12,7 @@ specs without an API server.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascend_operator.api.constants import NPU_RESOURCE
+from ascend_operator.api.constants import KNOWN_NPU_RESOURCES
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
@@ -96,7 +96,8 @@ def _model_source_ok(spec: Spec) -> bool:
 
 
 def _no_npu_in_resources(spec: Spec) -> bool:
-    return NPU_RESOURCE not in spec.resources.limits and NPU_RESOURCE not in spec.resources.requests
+    named = set(spec.resources.limits) | set(spec.resources.requests)
+    return not named & set(KNOWN_NPU_RESOURCES)
 
 
 def _env_unique(spec: Spec) -> bool:
@@ -215,10 +216,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="NPUsFromSpec",
         field="spec.resources",
-        message=f"spec.resources may not name {NPU_RESOURCE}: set spec.npus, which also sizes the parallelism",
+        message=f"spec.resources may not name an NPU resource ({', '.join(KNOWN_NPU_RESOURCES)}): set spec.npus, "
+        "which also sizes the parallelism",
         check=_no_npu_in_resources,
-        cel=f"(!has(self.limits) || !('{NPU_RESOURCE}' in self.limits)) && "
-        f"(!has(self.requests) || !('{NPU_RESOURCE}' in self.requests))",
+        cel=" && ".join(
+            f"(!has(self.{part}) || !('{name}' in self.{part}))"
+            for name in KNOWN_NPU_RESOURCES
+            for part in ("limits", "requests")
+        ),
         cel_scope=("resources",),
     ),
     Rule(
