@@ -98,6 +98,11 @@ def test_kv_usage_from_every_steps_scheduler_stats() -> None:
     assert M.PROMPT_TOKENS.update is M.Update.PREFILL_COMPLETE
 
 
+def test_config_check_names_are_upstreams() -> None:
+    assert {M.MODEL_ID, M.MODEL_MAX_LEN} <= set(M.MODEL_CARD_FIELDS)
+    assert {M.CACHE_BLOCK_SIZE, M.CACHE_GPU_MEMORY_UTILIZATION} <= set(M.CACHE_CONFIG_LABELS)
+
+
 def test_model_card_fields() -> None:
     proto = ast.parse(read_upstream("vllm/entrypoints/openai/engine/protocol.py"))
     cls = next(n for n in ast.walk(proto) if isinstance(n, ast.ClassDef) and n.name == "ModelCard")

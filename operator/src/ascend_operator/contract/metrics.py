@@ -122,3 +122,7 @@ MODEL_CARD_FIELDS: tuple[str, ...] = (
     "id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission",
 )  # fmt: skip
 MODEL_CARD_SOURCE = "vllm/entrypoints/openai/engine/protocol.py:86"
+
+# The fields the config check compares (each is in the tuple above, checked by tests/contract/).
+MODEL_ID, MODEL_MAX_LEN = "id", "max_model_len"
+CACHE_BLOCK_SIZE, CACHE_GPU_MEMORY_UTILIZATION = "block_size", "gpu_memory_utilization"

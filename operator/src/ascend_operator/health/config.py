@@ -3,8 +3,9 @@
 The seed's server answered 200 on /v1/models with `speculative_config=None`: a shell comment had dropped
 the rest of the command line (docs/FACTS.md "Operations"). What is observable from outside is compared:
 served name and max_model_len from /v1/models; speculative decoding from the presence of vLLM's
-spec-decode series and the number of their `position` labels; block size and memory utilization from
-`vllm:cache_config_info`. Pure.
+spec-decode series and the number of their `position` labels; block size (as vllm-ascend left it, which
+validation makes equal to the spec's for a known model) and memory utilization from `vllm:cache_config_info`.
+Field and label names come from the engine contract. Pure.
 """
 
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.contract import metrics as M
 from ascend_operator.health.samples import EngineSample
 
 
@@ -51,13 +53,13 @@ def expected_config(spec: AscendInferenceServiceSpec) -> Expected:
 
 
 def _models(models: Mapping[str, Any], expected: Expected) -> list[Mismatch]:
-    entries = {str(m.get("id")): m for m in models.get("data") or [] if isinstance(m, Mapping)}
+    entries = {str(m.get(M.MODEL_ID)): m for m in models.get("data") or [] if isinstance(m, Mapping)}
     entry = entries.get(expected.served_name)
     if entry is None:
         return [
             Mismatch(field="servedName", expected=expected.served_name, actual=", ".join(sorted(entries)) or "none")
         ]
-    actual_len = entry.get("max_model_len")
+    actual_len = entry.get(M.MODEL_MAX_LEN)
     if expected.max_model_len is not None and actual_len != expected.max_model_len:
         return [Mismatch(field="maxModelLen", expected=str(expected.max_model_len), actual=str(actual_len))]
     return []
@@ -86,12 +88,13 @@ def _speculative(sample: EngineSample, expected: Expected) -> list[Mismatch]:
 def _cache(sample: EngineSample, expected: Expected) -> list[Mismatch]:
     info = sample.cache_config
     if not info:
-        return [Mismatch(field="cacheConfig", expected="vllm:cache_config_info", actual="absent")]
+        return [Mismatch(field="cacheConfig", expected=M.CACHE_CONFIG_INFO.name, actual="absent")]
     out = []
-    if info.get("block_size") != str(expected.block_size):
-        out.append(Mismatch(field="blockSize", expected=str(expected.block_size), actual=str(info.get("block_size"))))
+    block = info.get(M.CACHE_BLOCK_SIZE)
+    if block != str(expected.block_size):
+        out.append(Mismatch(field="blockSize", expected=str(expected.block_size), actual=str(block)))
     try:
-        util = float(info.get("gpu_memory_utilization", "nan"))
+        util = float(info.get(M.CACHE_GPU_MEMORY_UTILIZATION, "nan"))
     except ValueError:
         util = float("nan")
     if not abs(util - expected.gpu_memory_utilization) < 1e-6:
@@ -99,7 +102,7 @@ def _cache(sample: EngineSample, expected: Expected) -> list[Mismatch]:
             Mismatch(
                 field="gpuMemoryUtilization",
                 expected=str(expected.gpu_memory_utilization),
-                actual=str(info.get("gpu_memory_utilization")),
+                actual=str(info.get(M.CACHE_GPU_MEMORY_UTILIZATION)),
             )
         )
     return out
