@@ -12,6 +12,7 @@ import ast
 import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,7 +28,8 @@ def source_dirs() -> tuple[Path, Path]:
         check=True,
         capture_output=True,
         text=True,
-        env={**os.environ, "PIP": os.environ.get("PIP", "pip")},
+        # the venv's own pip: a fresh machine need not have one on PATH
+        env={**os.environ, "PIP": os.environ.get("PIP", str(Path(sys.executable).parent / "pip"))},
     ).stdout.split()
     return Path(out[0]), Path(out[1])
 
