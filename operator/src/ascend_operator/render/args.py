@@ -27,6 +27,9 @@ RENDERED_FLAGS: frozenset[str] = frozenset(
         "--model-loader-extra-config", "--quantization", "-q", "--block-size",
         "--speculative-config", "--compilation-config", "-O", "-cc", "--additional-config",
         "--async-scheduling", "--no-async-scheduling",
+        # multi-node groups (render/group.py), vLLM 0.25.1 vllm/engine/arg_utils.py:1034-1066
+        "--data-parallel-size-local", "-dpl", "--data-parallel-address", "-dpa",
+        "--data-parallel-rpc-port", "-dpp", "--data-parallel-start-rank", "-dpr", "--headless",
     }
 )  # fmt: skip
 
