@@ -22,6 +22,7 @@ from ascend_operator.api.constants import (
 from ascend_operator.api.spec import AscendInferenceServiceSpec, RuntimeMode
 from ascend_operator.render.args import ENGINE_COMMAND, build_engine_args
 from ascend_operator.render.env import build_env
+from ascend_operator.render.group import Role, group_env, with_role
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
 
@@ -126,15 +127,22 @@ def _resources(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
     }
 
 
-def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The vLLM container: the rendered argument list, env, NPUs, mounts."""
-    return {
+def build_engine_container(
+    spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]], role: Role | None = None
+) -> dict[str, Any]:
+    """The vLLM container: the rendered argument list, env, NPUs, mounts.
+
+    `role` makes it a multi-node group's leader or worker (render/group.py); a `--headless` worker serves
+    no HTTP, so it has no port and no probes: the group is judged through its leader.
+    """
+    env: list[dict[str, Any]] = list(build_env(spec))
+    container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": list(ENGINE_COMMAND),
-        "args": build_engine_args(spec),
-        "env": build_env(spec),
+        "args": with_role(build_engine_args(spec), spec, role),
+        "env": env if role is None else group_env(spec, env),
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
         "resources": _resources(spec),
         "volumeMounts": mounts,
@@ -142,10 +150,14 @@ def build_engine_container(spec: AscendInferenceServiceSpec, *, mounts: list[dic
         "readinessProbe": readiness_probe(spec),
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
     }
+    if role is Role.WORKER:
+        for key in ("ports", "startupProbe", "readinessProbe"):
+            del container[key]
+    return container
 
 
-def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
-    """The pod's `spec` (the same for every replica)."""
+def build_pod_spec(spec: AscendInferenceServiceSpec, *, role: Role | None = None) -> dict[str, Any]:
+    """The pod's `spec` (the same for every replica; for a group, the same for every leader or worker)."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -155,9 +167,11 @@ def build_pod_spec(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         # The operator's own judgement (canary, effective config, stall) gates Service endpoints too.
         "readinessGates": [{"conditionType": READINESS_GATE}],
-        "containers": [build_engine_container(spec, mounts=mounts)],
+        "containers": [build_engine_container(spec, mounts=mounts, role=role)],
         "volumes": volumes,
     }
+    if role is Role.WORKER:
+        del pod_spec["readinessGates"]
     if spec.scheduling.node_selector:
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
@@ -184,6 +198,19 @@ def build_pod(spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int) -
     }
 
 
+#: LWS labels a group's leader with worker index 0 (sigs.k8s.io/lws v0.7.0 leaderworkerset_types.go:44).
+LEADER_SELECTOR = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
+
+
+def service_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> dict[str, str]:
+    """Every engine pod of a single-node service; only the leaders of a multi-node one (workers are
+    `--headless` and serve no HTTP)."""
+    selector = {LABEL_SERVICE: owner.name}
+    if spec.parallelism.nodes > 1:
+        selector.update(LEADER_SELECTOR)
+    return selector
+
+
 def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
     """The ClusterIP Service over the ready engine pods."""
     return {
@@ -197,7 +224,7 @@ def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_SERVICE: owner.name},
+            "selector": service_selector(spec, owner),
             "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
