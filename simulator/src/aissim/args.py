@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aissim.calibration import REFERENCE_UTILIZATION
+from aissim.group import GroupArgs, group_args
 
 # vLLM flags that take no value (BooleanOptionalAction or store_true in vLLM's EngineArgs / frontend args).
 _BOOL_FLAGS = (
@@ -97,6 +98,8 @@ class SimConfig:
     dropped: tuple[str, ...]
     argv: tuple[str, ...]
     sim: SimOptions = field(default_factory=SimOptions)
+    group: GroupArgs | None = None
+    """A multi-node group's flags; None for a single-node engine."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -204,6 +207,12 @@ def _vllm_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    # multi-node groups (aissim/group.py); vLLM 0.25.1 vllm/engine/arg_utils.py:1043-1066
+    p.add_argument("--data-parallel-size-local", "-dpl", type=int)
+    p.add_argument("--data-parallel-address", "-dpa")
+    p.add_argument("--data-parallel-rpc-port", "-dpp", type=int)
+    p.add_argument("--data-parallel-start-rank", "-dpr", type=int)
+    p.add_argument("--headless", action="store_true", default=None)
     p.add_argument("--block-size", type=int)
     for flag in _JSON_FLAGS:
         p.add_argument("--" + flag)
@@ -308,4 +317,12 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
         dropped=tuple(dropped),
         argv=tuple(argv),
         sim=sim,
+        group=group_args(
+            size=int(ns.data_parallel_size),
+            local=ns.data_parallel_size_local,
+            address=ns.data_parallel_address,
+            rpc_port=ns.data_parallel_rpc_port,
+            start_rank=ns.data_parallel_start_rank,
+            headless=bool(ns.headless),
+        ),
     )
