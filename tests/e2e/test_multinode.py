@@ -92,6 +92,9 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
     for pod in (leader, worker):
         assert pod["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] == "8"
     assert "--headless" in worker["spec"]["containers"][0]["args"]
+    group = {"index": 0, "leader": "svc-group-0", "ready": True, "pods": "2/2",
+             "nodes": [leader["spec"]["nodeName"], worker["spec"]["nodeName"]]}  # fmt: skip
+    wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("groups") == [group], timeout=30, message="groups")
     gate = {c["type"]: c for c in leader["status"]["conditions"]}["inference.ascend.dev/engine-ready"]
     assert (gate["status"], gate["reason"]) == ("True", "CanaryPassing")
     # the headless worker serves no API: the Service selects the leader only (Endpoints themselves refuse

@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from ascend_operator.api.parse import ParsedService, parse_resource
+from ascend_operator.controller.groups import group_status
+from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash
 from ascend_operator.render.pod import Owner, build_pod_spec, build_service
 from ascend_operator.validation import Severity, validate_spec
@@ -170,3 +172,32 @@ def test_two_node_budget_is_skipped_not_guessed(two_node_body: dict[str, Any]) -
     notes = [f for f in validate_spec(parse_resource(two_node_body).spec) if f.rule == "HBMBudget"]
     assert [f.severity for f in notes] == [Severity.NOTE]
     assert "over 2 nodes: not checked" in notes[0].message
+
+
+def _view(name: str, group: str, worker: str, *, node: str | None, ready: bool) -> PodView:
+    return pod_view(
+        {
+            "metadata": {
+                "name": name,
+                "uid": name,
+                "labels": {
+                    "leaderworkerset.sigs.k8s.io/group-index": group,
+                    "leaderworkerset.sigs.k8s.io/worker-index": worker,
+                },
+            },
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]},
+        }
+    )
+
+
+def test_group_status_shows_each_group_its_leader_and_missing_workers() -> None:
+    pods = [
+        _view("dsr1-group-0", "0", "0", node="atlas-a2-0", ready=True),
+        _view("dsr1-group-0-1", "0", "1", node="atlas-a2-1", ready=True),
+        _view("dsr1-group-1", "1", "0", node="atlas-a2-2", ready=False),  # its worker is Pending for NPUs
+    ]
+    assert group_status(pods, size=2) == [
+        {"index": 0, "leader": "dsr1-group-0", "ready": True, "pods": "2/2", "nodes": ["atlas-a2-0", "atlas-a2-1"]},
+        {"index": 1, "leader": "dsr1-group-1", "ready": False, "pods": "1/2", "nodes": ["atlas-a2-2"]},
+    ]

@@ -17,6 +17,7 @@ from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
@@ -135,6 +136,13 @@ def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodV
     return pods
 
 
+def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[str, Any]) -> dict[str, Any]:
+    """The health loop's status fields, plus `groups` for a multi-node service."""
+    if parsed is None or not is_multi_node(parsed.spec):
+        return extra
+    return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
+
+
 def _current_hash(spec: AscendInferenceServiceSpec) -> str:
     return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec)
 
@@ -167,7 +175,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             spec_hash=_current_hash(parsed.spec) if parsed and not errors else None,
             pods=_served_pods(parsed, pods),
             errors=errors,
-            extra=memory.extra_status,
+            extra=_with_groups(parsed, pods, memory.extra_status),
             overrides=memory.overrides,
             selector=f"{LABEL_SERVICE}={owner.name}",
         ),
