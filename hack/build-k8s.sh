@@ -10,7 +10,8 @@
 #
 # Usage: hack/build-k8s.sh            build what is missing; the LAST stdout line is the bin directory
 #                                     (symlinks to every tool), progress goes to stderr.
-# Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION.
+# Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION,
+# AIS_LWS_VERSION.
 set -euo pipefail
 
 # v1.37.2 is the newest k8s.io/kubernetes release on the proxy; its go.mod says `go 1.26.0`, which the
@@ -19,6 +20,8 @@ K8S_VERSION="${AIS_K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${AIS_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${AIS_KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${AIS_HELM_VERSION:-v3.22.0}"
+# LeaderWorkerSet runs multi-node engine groups (spec.parallelism.nodes > 1); hack/local-cluster lws starts it.
+LWS_VERSION="${AIS_LWS_VERSION:-v0.7.0}"
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator"
 tools="$cache/tools"
@@ -173,17 +176,36 @@ build_helm() {
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$kminor" "helm.sh/helm/v3/cmd/helm@$version"
 }
 
+# LeaderWorkerSet: the controller's main package is sigs.k8s.io/lws/cmd, so a wrapper module pins the
+# release (the proxy serves an exact version, never a list) and builds it under the name lws-controller.
+# The CRD ships in the module (config/crd/bases); hack/local-cluster installs it from the tool dir.
+build_lws() {
+  local out="$1" version="$2"
+  mkdir -p "$out/src" "$out/crds"
+  printf 'module ais.invalid/lwsbuild\n\ngo 1.26.0\n\nrequire sigs.k8s.io/lws %s\n\ntool sigs.k8s.io/lws/cmd\n' \
+    "$version" >"$out/src/go.mod"
+  (cd "$out/src" && log "lws: resolving modules" && go mod tidy && log "lws: compiling" &&
+    go build -trimpath -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$version" \
+      -o "$out/bin/lws-controller" sigs.k8s.io/lws/cmd)
+  local dir
+  dir="$(cd "$out/src" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)"
+  cp "$dir"/config/crd/bases/*.yaml "$out/crds/"
+  chmod u+w "$out"/crds/*.yaml
+}
+
 t_start="$(now)"
 log "go $(go env GOVERSION), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
 build_once kubernetes "$K8S_VERSION" build_kubernetes
 build_once etcd "$ETCD_VERSION" build_etcd
 build_once kwok "$KWOK_VERSION" build_kwok
 build_once helm "$HELM_VERSION" build_helm
+build_once lws "$LWS_VERSION" build_lws
 
-bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
+bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-lws-$LWS_VERSION"
 mkdir -p "$bindir"
-for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION"; do
+for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION" lws-"$LWS_VERSION"; do
   for f in "$tools/$pair"/bin/*; do ln -sfn "$f" "$bindir/$(basename "$f")"; done
 done
+ln -sfn "$tools/lws-$LWS_VERSION/crds" "$bindir/lws-crds"
 log "all tools ready in $(($(now) - t_start))s"
 echo "$bindir"

@@ -63,6 +63,13 @@ echo "== CRDs" >&2
 kubectl apply -f crds/
 kubectl wait --for=condition=Established crd --all --timeout=60s
 
+# LeaderWorkerSet for the multi-node tests, installed the way its users do: the release manifest
+# (sigs.k8s.io/lws v0.7.0 site/content/en/docs/installation/_index.md:43-49), which runs its controller with cert-controller webhooks.
+lws_version="${AIS_LWS_VERSION:-v0.7.0}"
+echo "== LeaderWorkerSet $lws_version" >&2
+kubectl apply --server-side -f "https://github.com/kubernetes-sigs/lws/releases/download/$lws_version/manifests.yaml"
+kubectl wait --for=condition=Available deployment/lws-controller-manager -n lws-system --timeout=300s
+
 echo "== KWOK $kwok_version for fake Atlas nodes added by the tests" >&2
 GOBIN="$work/bin" go install "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
 "$work/bin/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \

@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster"
 BUILD_K8S = ROOT / "hack" / "build-k8s.sh"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# lws-controller runs only once `hack/local-cluster lws` started it (tests/e2e/test_multinode.py); when it
+# did, `down` must stop it like the rest.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "lws-controller")
 
 T = TypeVar("T")
 

@@ -95,14 +95,34 @@ def test_peering_objects_match_the_resources_kopf_looks_for(helm: Helm) -> None:
 
 
 def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> None:
-    for sets in ([], ["replicaCount=2"], ["operator.watchNamespaces={a}", "replicaCount=2"]):
+    for sets in (
+        [],
+        ["replicaCount=2"],
+        ["operator.watchNamespaces={a}", "replicaCount=2"],
+        ["multiNode.enabled=true"],
+    ):
         objects = helm.template(sets=sets)
         for role in pick(objects, "ClusterRole") + pick(objects, "Role"):
             for rule in role["rules"]:
                 assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
                 assert not {"secrets", "configmaps", "nodes"} & set(rule["resources"]), rule
                 assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
-                assert "delete" not in rule["verbs"] or rule["resources"] == ["pods"], rule
+                assert "delete" not in rule["verbs"] or rule["resources"] in (["pods"], ["leaderworkersets"]), rule
+
+
+LWS_RULE = {
+    "apiGroups": ["leaderworkerset.x-k8s.io"],
+    "resources": ["leaderworkersets"],
+    "verbs": ["get", "create", "patch", "delete"],
+}
+
+
+def test_leaderworkerset_rules_only_when_multi_node_is_enabled(helm: Helm) -> None:
+    assert one(helm.template(sets=["multiNode.enabled=true"]), "ClusterRole")["rules"] == [
+        CRD_RULE, *NAMESPACED_RULES, LWS_RULE
+    ]  # fmt: skip
+    objects = helm.template(sets=["multiNode.enabled=true", "operator.watchNamespaces={team-a}"])
+    assert one(objects, "Role")["rules"] == [*NAMESPACED_RULES, LWS_RULE]
 
 
 def test_rbac_and_service_account_can_be_left_to_the_user(helm: Helm) -> None:

@@ -1,10 +1,17 @@
 """`aissim attach` starts a simulator for exactly the pods a kubelet would run, with their own args."""
 
+import copy
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from aissim.attach import target_of
-from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.parse import ParsedService, parse_resource
+from ascend_operator.render.lws import build_leader_worker_set
 from ascend_operator.render.pod import Owner, build_pod
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def running(pod: dict[str, Any], ip: str = "127.10.0.7") -> dict[str, Any]:
@@ -28,3 +35,31 @@ def test_pending_terminating_or_unaddressed_pods_get_none(example: ParsedService
     gone = running(pod)
     gone["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
     assert target_of(gone) is None
+
+
+def _group_pod(role: str, name: str, worker_index: str) -> dict[str, Any]:
+    """A pod as LWS creates it from the two-node example's template: the webhook adds the LWS env."""
+    body: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "dsr1-2node.yaml").read_text())
+    lws = build_leader_worker_set(parse_resource(body).spec, owner=Owner(name="dsr1", namespace="llm"))
+    template = lws["spec"]["leaderWorkerTemplate"][f"{role}Template"]
+    spec = copy.deepcopy(template["spec"])
+    spec["containers"][0]["env"] += [
+        {"name": "LWS_LEADER_ADDRESS", "value": "dsr1-group-0.dsr1-group.llm"},
+        {"name": "LWS_WORKER_INDEX", "value": worker_index},
+    ]
+    return {"metadata": {"name": name, "namespace": "llm"}, "spec": spec}
+
+
+def test_group_pods_get_the_leader_ip_for_the_lws_leader_address() -> None:
+    leader = running(_group_pod("leader", "dsr1-group-0", "0"), ip="127.10.0.1")
+    worker = running(_group_pod("worker", "dsr1-group-0-1", "1"), ip="127.10.1.1")
+    assert target_of(worker, {}) is None  # the leader has no IP yet: nothing to join
+    ips = {("llm", "dsr1-group-0"): "127.10.0.1", ("llm", "dsr1-group-0-1"): "127.10.1.1"}
+    for pod in (leader, worker):
+        target = target_of(pod, ips)
+        assert target is not None
+        args = list(target.args)
+        assert args[args.index("--data-parallel-address") + 1] == "127.10.0.1"
+    worker_target = target_of(worker, ips)
+    assert worker_target is not None
+    assert "--headless" in worker_target.args

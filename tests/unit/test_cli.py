@@ -27,6 +27,14 @@ def test_render_prints_pod_and_service_and_nothing_on_stderr() -> None:
     assert kinds == ["Pod", "Service"]
 
 
+def test_render_of_a_two_node_spec_prints_one_leader_worker_set_and_the_service() -> None:
+    result = aisctl("render", "-f", str(EXAMPLE.parent / "dsr1-2node.yaml"))
+    assert result.returncode == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert names == [("LeaderWorkerSet", "dsr1-group"), ("Service", "dsr1")]
+
+
 def test_bad_spec_exits_2_naming_field_and_rule(tmp_path: Path) -> None:
     body = yaml.safe_load(EXAMPLE.read_text())
     body["spec"]["engine"]["maxNumBatchedTokens"] = 32768

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aissim.calibration import REFERENCE_UTILIZATION
+from aissim.group import GroupArgs, group_args
 from ascend_operator.contract import additional_config as ascend
 from ascend_operator.contract import flags as F
 from ascend_operator.contract.flags import Form
@@ -72,6 +73,8 @@ class SimConfig:
     dropped: tuple[str, ...]
     argv: tuple[str, ...]
     sim: SimOptions = field(default_factory=SimOptions)
+    group: GroupArgs | None = None
+    """A multi-node group's flags; None for a single-node engine."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -317,4 +320,12 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
         dropped=tuple(dropped),
         argv=tuple(argv),
         sim=sim,
+        group=group_args(
+            size=int(ns.data_parallel_size),
+            local=ns.data_parallel_size_local,
+            address=ns.data_parallel_address,
+            rpc_port=ns.data_parallel_rpc_port,
+            start_rank=ns.data_parallel_start_rank,
+            headless=bool(ns.headless),
+        ),
     )

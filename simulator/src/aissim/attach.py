@@ -10,6 +10,7 @@ this command. Simulator settings reach the children through the AIS_SIM_* enviro
 import argparse
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,22 +50,71 @@ class Child:
     exited_at: float | None = None
 
 
-def target_of(pod: Mapping[str, Any]) -> Target | None:
-    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container)."""
+_REF = re.compile(r"\$\(([-._A-Za-z0-9]+)\)")
+
+
+def container_env(container: Mapping[str, Any], pod_ip: str) -> dict[str, str]:
+    """The container's env values as the kubelet resolves them (literal values and status.podIP)."""
+    env: dict[str, str] = {}
+    for var in container.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        elif ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == "status.podIP":
+            env[var["name"]] = pod_ip
+    return env
+
+
+def expand(arg: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' `$(NAME)` expansion in args; an undefined reference stays as written."""
+    return _REF.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def resolve_address(args: list[str], namespace: str, pod_ips: Mapping[tuple[str, str], str]) -> bool:
+    """Play cluster DNS for `--data-parallel-address`: LWS's leader address `<pod>.<subdomain>.<ns>`
+    (sigs.k8s.io/lws v0.7.0 pkg/utils/pod/pod_utils.go:136) becomes that pod's IP; False while unknown."""
+    if "--data-parallel-address" not in args:
+        return True
+    at = args.index("--data-parallel-address") + 1
+    host = args[at]
+    if host.replace(".", "").isdigit():
+        return True
+    parts = host.split(".")
+    ip = pod_ips.get((parts[2] if len(parts) > 2 else namespace, parts[0]))
+    if ip is None:
+        return False
+    args[at] = ip
+    return True
+
+
+def target_of(pod: Mapping[str, Any], pod_ips: Mapping[tuple[str, str], str] | None = None) -> Target | None:
+    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container, or a
+    group member whose leader has no IP yet)."""
     meta, status, spec = pod.get("metadata") or {}, pod.get("status") or {}, pod.get("spec") or {}
     if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not status.get("podIP"):
         return None
     engine = next((c for c in spec.get("containers") or [] if c.get("name") == ENGINE_CONTAINER), None)
     if engine is None or not engine.get("args"):
         return None
+    env = container_env(engine, status["podIP"])
+    args = [expand(a, env) for a in engine["args"]]
+    if not resolve_address(args, meta["namespace"], pod_ips or {}):
+        return None
     ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
-    args = list(engine["args"])
     if args[:1] == ["vllm"]:  # the engine command rendered as args (the pod keeps the image's ENTRYPOINT)
         args = args[1:]
     return Target(
         uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
         args=tuple(args), port=int(ports[0]) if ports else 8000,
     )  # fmt: skip
+
+
+def pod_ips(pods: list[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> pod IP of every listed pod that has one."""
+    return {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): ip
+        for p in pods
+        if (ip := (p.get("status") or {}).get("podIP"))
+    }
 
 
 def spawn(target: Target, *, log_dir: Path | None) -> subprocess.Popen[bytes]:
@@ -131,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
                 raw = [api.sanitize_for_serialization(p) for p in pods.items]
-                sync(children, [t for p in raw if (t := target_of(p))], now=time.monotonic(), log_dir=log_dir)
+                ips = pod_ips(raw)
+                sync(children, [t for p in raw if (t := target_of(p, ips))], now=time.monotonic(), log_dir=log_dir)
             except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
                 log.warning("listing pods failed: %s", exc)
             time.sleep(args.interval)

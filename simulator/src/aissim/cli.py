@@ -22,14 +22,15 @@ import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from aiohttp import web
 
 from aissim import calibration as cal
 from aissim.args import VLLM_SERVE_USAGE, ArgsError, SimConfig, UnrecognizedArguments, parse_serve_args
 from aissim.engine import SimEngine
-from aissim.faults import FaultError, parse_fault_flag
+from aissim.faults import FaultError, parse_fault_flag, parse_fault_json
+from aissim.group import LeaderLink, run_worker, worker_app, worker_ranks
 from aissim.server import ExitFn, build_app, schedule_crash
 
 log = logging.getLogger("aissim")
@@ -59,10 +60,59 @@ class Running:
     port: int
     engine: SimEngine
     runner: web.AppRunner
+    links: list[asyncio.Task[None] | LeaderLink] = field(default_factory=list)
 
     async def close(self) -> None:
         await self.runner.cleanup()
+        for link in self.links:
+            if isinstance(link, LeaderLink):
+                await link.stop()
+            else:
+                link.cancel()
+                await asyncio.gather(link, return_exceptions=True)
         await self.engine.stop()
+
+
+async def start_group(cfg: SimConfig, engine: SimEngine, *, host: str) -> list[asyncio.Task[None] | LeaderLink]:
+    """A leader listens for its workers and stops every rank while one is lost; a worker joins and beats."""
+    group = cfg.group
+    if group is None:
+        return []
+    if group.headless:
+        task = asyncio.create_task(run_worker(group, hung=lambda: engine.faults.hung), name="group-worker")
+        return [task]
+    link = LeaderLink(group, on_change=engine.wake_all)
+    for core in engine.cores:
+        core.peers_lost = lambda: not link.complete()
+    await link.start(host)
+    return [link]
+
+
+def worker_control_app(engine: SimEngine) -> web.Application:
+    """A headless worker's HTTP: only the simulator's fault and state routes, never the OpenAI API."""
+
+    async def faults_get(_: web.Request) -> web.Response:
+        return web.json_response({"faults": engine.faults.describe()})
+
+    async def faults_post(request: web.Request) -> web.Response:
+        try:
+            fault = parse_fault_json(await request.json(), now=engine.clock.now())
+        except (ValueError, FaultError) as err:
+            return web.json_response({"error": str(err)}, status=400)
+        engine.faults.set(fault)
+        log.warning("sim fault set on headless worker: %s", fault.describe())
+        return web.json_response({"faults": engine.faults.describe()})
+
+    async def faults_delete(request: web.Request) -> web.Response:
+        cleared = engine.faults.clear(request.query.get("fault"))
+        return web.json_response({"cleared": cleared, "faults": engine.faults.describe()})
+
+    async def state(_: web.Request) -> web.Response:
+        group = engine.cfg.group
+        ranks = worker_ranks(group) if group is not None else []
+        return web.json_response({"headless": True, "ranks": ranks, "faults": engine.faults.describe()})
+
+    return worker_app(faults_get, faults_post, faults_delete, state)
 
 
 def apply_bind_env(cfg: SimConfig, env: dict[str, str] | None = None) -> SimConfig:
@@ -133,8 +183,15 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit) -> Running | str
         engine.faults.set(fault)
         if fault.name == "crash":
             schedule_crash(engine, fault, exit_fn)
-    engine.start()
-    runner = web.AppRunner(build_app(engine, exit_fn=exit_fn), handler_cancellation=True, access_log=None)
+    links = await start_group(cfg, engine, host=host)
+    app = (
+        worker_control_app(engine)
+        if cfg.group is not None and cfg.group.headless
+        else build_app(engine, exit_fn=exit_fn)
+    )
+    if not (cfg.group is not None and cfg.group.headless):
+        engine.start()  # a headless worker's ranks are simulated by its leader (aissim/group.py)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     log.info("GPU KV cache size: %s tokens", f"{engine.cores[0].pool.pool_tokens:,}")
@@ -143,7 +200,7 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit) -> Running | str
         file=sys.stderr,
         flush=True,
     )
-    return Running(host=host, port=port, engine=engine, runner=runner)
+    return Running(host=host, port=port, engine=engine, runner=runner, links=links)
 
 
 async def serve(cfg: SimConfig) -> int:

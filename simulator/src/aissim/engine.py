@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aissim import calibration as cal
@@ -104,6 +105,8 @@ class EngineCore:
         self.busy_seconds = 0.0  # engine seconds spent in steps (idle and blocked time excluded)
         self.stalled = False
         self._prev_end: float | None = None
+        #: True while a peer of a multi-node group is lost: every rank's collectives wait (aissim/group.py).
+        self.peers_lost: Callable[[], bool] = lambda: False
 
     def submit(self, req: SimRequest) -> Delivery:
         delivery = Delivery(req)
@@ -132,7 +135,7 @@ class EngineCore:
 
     def _blocked(self) -> bool:
         self.stalled = self.faults.stalled(kv_usage=self.pool.usage)
-        return self.faults.hung or self.stalled or not self.sched.has_work
+        return self.faults.hung or self.stalled or self.peers_lost() or not self.sched.has_work
 
     def _start_time(self) -> float:
         """Back-to-back steps start where the last ended. From idle, a step starts when the first waiting

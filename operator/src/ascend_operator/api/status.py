@@ -49,6 +49,16 @@ class Roll(ApiModel):
     message: str = Field(default="", description="The detector's finding and evidence.")
 
 
+class GroupStatus(ApiModel):
+    """One multi-node group (a LeaderWorkerSet replica) as its pods show it."""
+
+    index: int = Field(description="LWS group index (the replica).")
+    leader: str = Field(default="", description="The leader pod, which serves and is judged.")
+    ready: bool = Field(default=False, description="The leader is Ready (canary, config check, no stall).")
+    pods: str = Field(default="", description="Pods of the group that exist, of spec.parallelism.nodes.")
+    nodes: list[str] = Field(default_factory=list, description="Nodes the group's pods run on, leader first.")
+
+
 class AscendInferenceServiceStatus(ApiModel):
     """Observed state."""
 
@@ -68,3 +78,6 @@ class AscendInferenceServiceStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded.")
     last_roll: Roll | None = Field(default=None, description="The most recent roll.")
     rolls: list[Roll] = Field(default_factory=list, description="Recent rolls (rate limiting reads them).")
+    groups: list[GroupStatus] | None = Field(
+        default=None, description="Multi-node services: one entry per LeaderWorkerSet group."
+    )

@@ -17,6 +17,7 @@ from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.plan import format_plan
+from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec
 from ascend_operator.validation.budget import plan_budget
@@ -52,10 +53,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     objects = []
     for svc in services:
         owner = Owner(name=svc.name, namespace=svc.namespace)
-        objects += [
-            build_pod(svc.spec, owner=owner, replica=i, npu_resource=args.npu_resource)
-            for i in range(svc.spec.replicas)
-        ]
+        if is_multi_node(svc.spec):
+            objects.append(build_leader_worker_set(svc.spec, owner=owner, npu_resource=args.npu_resource))
+        else:
+            objects += [
+                build_pod(svc.spec, owner=owner, replica=i, npu_resource=args.npu_resource)
+                for i in range(svc.spec.replicas)
+            ]
         objects.append(build_service(svc.spec, owner=owner))
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0

@@ -15,6 +15,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.render.lws import LWS_GROUP, LWS_PLURAL, LWS_VERSION
 
 T = TypeVar("T")
 RETRY_DELAY = 5.0
@@ -85,6 +86,41 @@ class KubeApi:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         gone = frozenset({404, 409})
         deleted = await self._call(self._core.delete_namespaced_pod, name, namespace, body=options, tolerate=gone)
+        return deleted is not None
+
+    async def read_lws(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A LeaderWorkerSet, or None (also when the LWS CRD is not installed)."""
+        found = await self._call(
+            self._custom.get_namespaced_custom_object,
+            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name,
+            tolerate=frozenset({404}),
+        )  # fmt: skip
+        return None if found is None else dict(cast(Mapping[str, Any], found))
+
+    async def create_lws(self, body: Mapping[str, Any]) -> bool:
+        """Create a LeaderWorkerSet; False when it already exists."""
+        made = await self._call(
+            self._custom.create_namespaced_custom_object,
+            LWS_GROUP, LWS_VERSION, body["metadata"]["namespace"], LWS_PLURAL, dict(body),
+            tolerate=frozenset({409}),
+        )  # fmt: skip
+        return made is not None
+
+    async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a LeaderWorkerSet (its controller rolls the groups one at a time)."""
+        await self._call(
+            self._custom.patch_namespaced_custom_object,
+            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name, dict(patch),
+        )  # fmt: skip
+
+    async def delete_lws(self, namespace: str, name: str) -> bool:
+        """Delete a LeaderWorkerSet and, in the foreground, its groups; False when already gone."""
+        deleted = await self._call(
+            self._custom.delete_namespaced_custom_object,
+            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name,
+            body=client.V1DeleteOptions(propagation_policy="Foreground"),
+            tolerate=frozenset({404}),
+        )  # fmt: skip
         return deleted is not None
 
     async def read_service(self, namespace: str, name: str) -> dict[str, Any] | None:

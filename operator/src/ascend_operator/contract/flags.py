@@ -118,6 +118,13 @@ ADDITIONAL_CONFIG = _f("--additional-config", Form.JSON, f"{_ARGS}:1542")
 # SchedulerConfig.async_scheduling is `bool | None = None` (vllm/config/scheduler.py:158) and None resolves
 # to True when the executor supports it (vllm/config/vllm.py:992-1040): off has to be said, `--no-...`.
 ASYNC_SCHEDULING = _f("--async-scheduling", Form.BOOL, f"{_ARGS}:1465")
+# Multi-node groups (render/group.py; vllm-ascend docs DeepSeek-R1.md multi-node DP): every node's engine
+# is told its local DP size and the head's address and RPC port; workers also their start rank and --headless.
+DATA_PARALLEL_START_RANK = _f("--data-parallel-start-rank", Form.VALUE, f"{_ARGS}:1044", "-dpr", value_type=int)
+DATA_PARALLEL_SIZE_LOCAL = _f("--data-parallel-size-local", Form.VALUE, f"{_ARGS}:1050", "-dpl", value_type=int)
+DATA_PARALLEL_ADDRESS = _f("--data-parallel-address", Form.VALUE, f"{_ARGS}:1056", "-dpa")
+DATA_PARALLEL_RPC_PORT = _f("--data-parallel-rpc-port", Form.VALUE, f"{_ARGS}:1062", "-dpp", value_type=int)
+HEADLESS = _f("--headless", Form.STORE_TRUE, f"{_CLI}:353")
 # fmt: on
 
 #: Every flag a typed field of the spec renders. `spec.engine.extraArgs` may repeat none of their spellings.
@@ -126,7 +133,8 @@ TYPED: tuple[Flag, ...] = (
     MAX_NUM_SEQS, DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
     TOOL_CALL_PARSER, ENABLE_AUTO_TOOL_CHOICE, REASONING_PARSER, DISABLE_HYBRID_KV_CACHE_MANAGER,
     ENABLE_PROMPT_TOKENS_DETAILS, MODEL_LOADER_EXTRA_CONFIG, QUANTIZATION, BLOCK_SIZE, SPECULATIVE_CONFIG,
-    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING,
+    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING, DATA_PARALLEL_START_RANK, DATA_PARALLEL_SIZE_LOCAL,
+    DATA_PARALLEL_ADDRESS, DATA_PARALLEL_RPC_PORT, HEADLESS,
 )  # fmt: skip
 
 #: Every `vllm serve` option of vLLM 0.25.1 (typed ones first), by its long name.

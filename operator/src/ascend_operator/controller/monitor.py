@@ -273,7 +273,9 @@ async def health_pass(
     memory: ServiceMemory,
 ) -> None:
     """One pass over the service's pods."""
-    views = [pod_view(p) for p in await mon.kube.list_pods(namespace, service)]
+    # A group is judged through its leader (it serves the API and the metrics of every DP rank); a
+    # worker is `--headless`. Deleting a leader recreates its whole group (RecreateGroupOnPodRestart).
+    views = [v for p in await mon.kube.list_pods(namespace, service) if (v := pod_view(p)).leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
     state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate) for p in live}

@@ -2,7 +2,8 @@
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
 2. ensure the Service;
-3. plan and apply pod actions (create missing replicas, replace stale ones one at a time);
+3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), or, for a
+   multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups);
 4. compute the status and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
@@ -12,12 +13,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.api.constants import LABEL_SERVICE, NPU_RESOURCE
+from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
 from ascend_operator.validation import Finding, Severity, validate_spec
 
@@ -88,6 +92,63 @@ async def _apply_pod_actions(ctx: Context, parsed: ParsedService, owner: Owner, 
     return bool(actions)
 
 
+async def _apply_group(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
+    """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups); plain pods left by a
+    single-node spec are deleted, their NPUs are what the groups need. True when anything was done."""
+    acted = False
+    for pod in pods:
+        if pod.worker_index is None and not pod.terminating:
+            if await ctx.kube.delete_pod(owner.namespace, pod.name, pod.uid):
+                ctx.events("Normal", "SpecChanged", f"deleted pod {pod.name}: the service now spans nodes")
+            acted = True
+    desired = build_leader_worker_set(parsed.spec, owner=owner, npu_resource=ctx.npu_resource)
+    name = desired["metadata"]["name"]
+    digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    current = await ctx.kube.read_lws(owner.namespace, name)
+    if current is None:
+        if await ctx.kube.create_lws(desired):
+            ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
+        return True
+    have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+    have_replicas = (current.get("spec") or {}).get("replicas")
+    if have_hash != digest or have_replicas != parsed.spec.replicas:
+        patch = {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]}
+        await ctx.kube.patch_lws(owner.namespace, name, patch)
+        ctx.events("Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest})")
+        acted = True
+    return acted
+
+
+async def _apply(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
+    """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done."""
+    if is_multi_node(parsed.spec):
+        return await _apply_group(ctx, parsed, owner, pods)
+    plain = [p for p in pods if p.worker_index is None]
+    if len(plain) != len(pods):  # groups of an earlier multi-node spec: remove their set first
+        if await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
+            ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: single node now")
+        return True
+    return await _apply_pod_actions(ctx, parsed, owner, plain)
+
+
+def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodView]:
+    """The pods that stand for replicas in the status: every single-node pod, or each group's leader."""
+    if parsed is not None and is_multi_node(parsed.spec):
+        return [p for p in pods if p.worker_index == 0]
+    return pods
+
+
+def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[str, Any]) -> dict[str, Any]:
+    """The health loop's status fields, plus `groups` for a multi-node service."""
+    if parsed is None or not is_multi_node(parsed.spec):
+        return extra
+    return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
+
+
+def _current_hash(spec: AscendInferenceServiceSpec) -> str:
+    return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec)
+
+
 async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory) -> dict[str, Any]:
     """One pass; returns the status it computed."""
     meta = body["metadata"]
@@ -105,7 +166,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
-        if await _apply_pod_actions(ctx, parsed, owner, pods):
+        if await _apply(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
 
     previous = body.get("status") or {}
@@ -113,10 +174,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         Observed(
             generation=generation,
             replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-            spec_hash=spec_hash(parsed.spec) if parsed and not errors else None,
-            pods=pods,
+            spec_hash=_current_hash(parsed.spec) if parsed and not errors else None,
+            pods=_served_pods(parsed, pods),
             errors=errors,
-            extra=memory.extra_status,
+            extra=_with_groups(parsed, pods, memory.extra_status),
             overrides=memory.overrides,
             selector=f"{LABEL_SERVICE}={owner.name}",
         ),

@@ -10,6 +10,10 @@ from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, KNOWN_NPU_RESOURCES, LABEL_REPLICA, READINESS_GATE
 
+#: Labels LWS puts on a group's pods (sigs.k8s.io/lws v0.7.0 api/leaderworkerset/v1/leaderworkerset_types.go:40-44).
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
 
 @dataclass(frozen=True, kw_only=True)
 class PodView:
@@ -31,6 +35,13 @@ class PodView:
     """When the pod started running (status.startTime)."""
     gate: tuple[bool, str] | None = None
     """The operator's readiness gate as the pod carries it (ready, reason), None when never written."""
+    worker_index: int | None = None
+    """Place in a LeaderWorkerSet group (0 = leader); None for a single-node pod."""
+
+    @property
+    def leader_or_single(self) -> bool:
+        """A pod that serves the API: a single-node pod or a group's leader."""
+        return self.worker_index in (None, 0)
 
     @property
     def lacks_npus(self) -> bool:
@@ -44,9 +55,15 @@ def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 
 
-def _replica(labels: Mapping[str, str]) -> int | None:
-    raw = labels.get(LABEL_REPLICA)
+def _index(labels: Mapping[str, str], key: str) -> int | None:
+    raw = labels.get(key)
     return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def _replica(labels: Mapping[str, str]) -> int | None:
+    """The replica a pod serves: its own label, or the LWS group index of a group's pod."""
+    own = _index(labels, LABEL_REPLICA)
+    return own if own is not None else _index(labels, LWS_GROUP_INDEX_LABEL)
 
 
 def pod_view(pod: Mapping[str, Any]) -> PodView:
@@ -73,4 +90,5 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         unschedulable=unschedulable,
         started_at=status.get("startTime"),
         gate=(gate.get("status") == "True", str(gate.get("reason") or "")) if gate is not None else None,
+        worker_index=_index(meta.get("labels") or {}, LWS_WORKER_INDEX_LABEL),
     )

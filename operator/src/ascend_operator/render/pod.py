@@ -22,6 +22,7 @@ from ascend_operator.api.constants import (
 from ascend_operator.api.spec import AscendInferenceServiceSpec, RuntimeMode
 from ascend_operator.render.args import ENGINE_COMMAND, build_engine_args
 from ascend_operator.render.env import build_env
+from ascend_operator.render.group import Role, group_env, with_role
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
 
@@ -47,6 +48,19 @@ class Owner:
 OPERATOR_OWNED_FIELDS = ("readinessProbe", "startupProbe", "livenessProbe")
 
 
+def engine_digest(body: Any) -> str:
+    """A digest of pod specs (or a structure holding them) without the fields the operator owns."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k not in OPERATOR_OWNED_FIELDS}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return hashlib.sha256(json.dumps(strip(body), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def spec_hash(spec: AscendInferenceServiceSpec) -> str:
     """A digest of what the user asked for that changes the engine: a changed hash means replace the pod.
 
@@ -55,11 +69,7 @@ def spec_hash(spec: AscendInferenceServiceSpec) -> str:
     upgrade that changes the probe script restarts an engine that takes minutes to load ~292 GB; a pod gets
     the new probe on its next natural restart.
     """
-    body = build_pod_spec(spec)
-    for container in body.get("containers") or []:
-        for key in OPERATOR_OWNED_FIELDS:
-            container.pop(key, None)
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return engine_digest(build_pod_spec(spec))
 
 
 def common_labels(owner: Owner) -> dict[str, str]:
@@ -127,18 +137,27 @@ def _resources(spec: AscendInferenceServiceSpec, npu_resource: str) -> dict[str,
 
 
 def build_engine_container(
-    spec: AscendInferenceServiceSpec, *, mounts: list[dict[str, Any]], npu_resource: str = NPU_RESOURCE
+    spec: AscendInferenceServiceSpec,
+    *,
+    mounts: list[dict[str, Any]],
+    npu_resource: str = NPU_RESOURCE,
+    role: Role | None = None,
 ) -> dict[str, Any]:
-    """The vLLM container: the rendered argument list, env, NPUs, mounts."""
-    return {
+    """The vLLM container: the rendered argument list, env, NPUs, mounts.
+
+    `role` makes it a multi-node group's leader or worker (render/group.py); a `--headless` worker serves
+    no HTTP, so it has no port and no probes: the group is judged through its leader.
+    """
+    env: list[dict[str, Any]] = list(build_env(spec))
+    container: dict[str, Any] = {
         "name": ENGINE_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         # No `command`: it would replace the image's ENTRYPOINT (a CANN-based image may source the toolkit's
         # set_env.sh there). `vllm serve ...` as args runs through an `exec "$@"` entrypoint and, in an image
         # with none (vllm-ascend's Dockerfile ends in CMD ["/bin/bash"]), replaces the CMD.
-        "args": [*ENGINE_COMMAND, *build_engine_args(spec)],
-        "env": build_env(spec),
+        "args": [*ENGINE_COMMAND, *with_role(build_engine_args(spec), spec, role)],
+        "env": env if role is None else group_env(spec, env),
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
         "resources": _resources(spec, npu_resource),
         "volumeMounts": mounts,
@@ -146,10 +165,17 @@ def build_engine_container(
         "readinessProbe": readiness_probe(spec),
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
     }
+    if role is Role.WORKER:
+        for key in ("ports", "startupProbe", "readinessProbe"):
+            del container[key]
+    return container
 
 
-def build_pod_spec(spec: AscendInferenceServiceSpec, *, npu_resource: str = NPU_RESOURCE) -> dict[str, Any]:
-    """The pod's `spec` (the same for every replica); `npu_resource` is the operator's device-plugin name."""
+def build_pod_spec(
+    spec: AscendInferenceServiceSpec, *, npu_resource: str = NPU_RESOURCE, role: Role | None = None
+) -> dict[str, Any]:
+    """The pod's `spec` (the same for every replica; for a group, the same for every leader or worker);
+    `npu_resource` is the operator's device-plugin name."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -159,9 +185,11 @@ def build_pod_spec(spec: AscendInferenceServiceSpec, *, npu_resource: str = NPU_
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         # The operator's own judgement (canary, effective config, stall) gates Service endpoints too.
         "readinessGates": [{"conditionType": READINESS_GATE}],
-        "containers": [build_engine_container(spec, mounts=mounts, npu_resource=npu_resource)],
+        "containers": [build_engine_container(spec, mounts=mounts, npu_resource=npu_resource, role=role)],
         "volumes": volumes,
     }
+    if role is Role.WORKER:
+        del pod_spec["readinessGates"]
     if spec.scheduling.node_selector:
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
@@ -190,6 +218,19 @@ def build_pod(
     }
 
 
+#: LWS labels a group's leader with worker index 0 (sigs.k8s.io/lws v0.7.0 leaderworkerset_types.go:44).
+LEADER_SELECTOR = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
+
+
+def service_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> dict[str, str]:
+    """Every engine pod of a single-node service; only the leaders of a multi-node one (workers are
+    `--headless` and serve no HTTP)."""
+    selector = {LABEL_SERVICE: owner.name}
+    if spec.parallelism.nodes > 1:
+        selector.update(LEADER_SELECTOR)
+    return selector
+
+
 def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
     """The ClusterIP Service over the ready engine pods."""
     return {
@@ -203,7 +244,7 @@ def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_SERVICE: owner.name},
+            "selector": service_selector(spec, owner),
             "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
         },
     }

@@ -35,6 +35,8 @@ class Layout(BaseModel):
 
     tensor: int
     data: int
+    nodes: int = 1
+    """Nodes the layout spans; a one-node measurement says nothing about the per-NPU memory of a wider EP."""
     weights_gib: float
     activation_gib: float
     non_torch_gib: float
@@ -63,9 +65,10 @@ class ModelProfile(BaseModel):
     measured_at_utilization: float = Field(gt=0, le=1)
     layouts: list[Layout]
 
-    def layout(self, *, tensor: int, data: int) -> Layout | None:
-        """The measured layout for this TP x DP, if any."""
-        return next((lay for lay in self.layouts if (lay.tensor, lay.data) == (tensor, data)), None)
+    def layout(self, *, tensor: int, data: int, nodes: int = 1) -> Layout | None:
+        """The measured layout for this TP x DP over this many nodes, if any."""
+        wanted = (tensor, data, nodes)
+        return next((lay for lay in self.layouts if (lay.tensor, lay.data, lay.nodes) == wanted), None)
 
 
 @cache
@@ -121,6 +124,7 @@ class BudgetInput:
     max_model_len: int | None
     max_num_batched_tokens: int
     long_context: bool
+    nodes: int = 1
 
 
 def startup_need_gib(profile: ModelProfile, *, max_model_len: int, max_num_batched_tokens: int) -> float:
@@ -144,12 +148,13 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
             verdict=Verdict.SKIPPED,
             note=f"unknown model profile {inp.profile!r} (known: {known}): budget not checked, never guessed",
         )
-    layout = profile.layout(tensor=inp.tensor, data=inp.data)
+    layout = profile.layout(tensor=inp.tensor, data=inp.data, nodes=inp.nodes)
     if layout is None:
+        over = f" over {inp.nodes} nodes" if inp.nodes > 1 else ""
         return BudgetPlan(
             verdict=Verdict.SKIPPED,
             profile=inp.profile,
-            note=f"profile {inp.profile!r} has no measurement for TP{inp.tensor} x DP{inp.data}: not checked",
+            note=f"profile {inp.profile!r} has no measurement for TP{inp.tensor} x DP{inp.data}{over}: not checked",
         )
     # The usable HBM per NPU follows from the measured split at the measured utilization (~62 GiB on a
     # 910B4-1: (13.8 + 42.07) / 0.90); the KV share then moves one for one with the utilization.

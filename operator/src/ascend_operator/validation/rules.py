@@ -118,11 +118,35 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="ParallelismMatchesNPUs",
         field="spec.parallelism",
-        message="spec.parallelism.tensor x spec.parallelism.data must equal spec.npus: each pod's NPUs are "
-        "split into `data` engines of `tensor` NPUs (the seed runs DP1 x TP8 or DP2 x TP4 on 8 NPUs)",
-        check=lambda s: s.parallelism.tensor * s.parallelism.data == s.npus,
-        cel="!has(self.parallelism) || self.parallelism.tensor * self.parallelism.data == self.npus",
+        message="spec.parallelism.tensor x spec.parallelism.data must equal spec.npus x spec.parallelism.nodes: "
+        "a replica's NPUs are split into `data` engines of `tensor` NPUs (the seed runs DP1 x TP8 or DP2 x TP4 "
+        "on 8 NPUs; vllm-ascend's two-node A2 tutorial DP4 x TP4 on 2 x 8)",
+        check=lambda s: s.parallelism.tensor * s.parallelism.data == s.npus * s.parallelism.nodes,
+        cel="!has(self.parallelism) || self.parallelism.tensor * self.parallelism.data == "
+        "self.npus * (has(self.parallelism.nodes) ? self.parallelism.nodes : 1)",
         cel_field_path=".parallelism",
+    ),
+    Rule(
+        name="DataParallelSplitsOverNodes",
+        field="spec.parallelism.data",
+        message="spec.parallelism.data must be a multiple of spec.parallelism.nodes: every node runs the same "
+        "number of whole engines (`--data-parallel-size-local`), TP does not span nodes (vllm-ascend "
+        "DeepSeek-R1 tutorial section 5.2: DP4 = 2 per node on two nodes)",
+        check=lambda s: s.parallelism.data % s.parallelism.nodes == 0,
+        cel="!has(self.nodes) || !has(self.data) || self.data % self.nodes == 0",
+        cel_scope=("parallelism",),
+        cel_field_path=".data",
+    ),
+    Rule(
+        name="MultiNodeStartRank",
+        field="spec.parallelism.nodes",
+        message="spec.parallelism.nodes above 2 needs one engine per node (data = nodes): every worker shares "
+        "one template, and its --data-parallel-start-rank is either the engines per node (two nodes) or its "
+        "LWS worker index (one engine per node)",
+        check=lambda s: s.parallelism.nodes <= 2 or s.parallelism.data == s.parallelism.nodes,
+        cel="!has(self.nodes) || self.nodes <= 2 || (has(self.data) && self.data == self.nodes)",
+        cel_scope=("parallelism",),
+        cel_field_path=".nodes",
     ),
     Rule(
         name="LongContextGraphWidth",

@@ -16,6 +16,7 @@ def budget_input(spec: AscendInferenceServiceSpec) -> BudgetInput:
         max_model_len=spec.engine.max_model_len,
         max_num_batched_tokens=spec.engine.max_num_batched_tokens,
         long_context=spec.engine.long_context.enabled,
+        nodes=spec.parallelism.nodes,
     )
 
 

@@ -1,0 +1,133 @@
+"""Issue 15 end to end: a two-node service on LeaderWorkerSet, judged through its leader, rolled as one.
+
+Runs on the session's local control plane with the LWS controller that hack/build-k8s.sh builds and
+`hack/local-cluster lws` starts (webhooks on 127.0.0.1); on another cluster (kind) LWS must already be
+installed, else the module is skipped. Two fake Atlas nodes with 8 NPUs each: the leader and the worker
+cannot share one, so the scheduler places them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.cluster import ROOT, Cluster, WaitTimeout, wait_for
+from tests.e2e.operator_fixtures import AISSIM, SIM_TIME_SCALE, Proc, ais, condition, events, label_nodes, start
+from tests.e2e.test_health import FAST, background_requests, post
+
+AddNodes = Callable[[int], list[str]]
+EXAMPLE = ROOT / "examples" / "dsr1-2node.yaml"
+LWS_CRD = "crd/leaderworkersets.leaderworkerset.x-k8s.io"
+
+pytestmark = pytest.mark.usefixtures("delete_services_first")
+
+
+@pytest.fixture(scope="module")
+def lws(cluster: Cluster) -> None:
+    """LeaderWorkerSet on the session's cluster: started by hack/local-cluster on a local one."""
+    if cluster.state_dir is not None:
+        env = {**os.environ, "AIS_CLUSTER_DIR": str(cluster.state_dir)}
+        subprocess.run([str(ROOT / "hack" / "local-cluster"), "lws"], env=env, check=True, timeout=300)
+    elif not cluster.kubectl("get", LWS_CRD, "--ignore-not-found", "-o", "name"):
+        pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
+
+
+@pytest.fixture
+def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
+    proc = start(
+        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+        program=AISSIM,
+        log=tmp_path / "attach.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
+    )
+    yield proc
+    proc.stop()
+
+
+def two_node(name: str, node_label: str) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"]["name"] = name
+    body["spec"]["scheduling"]["nodeSelector"] = {"ais-e2e": node_label}
+    body["spec"]["health"] = FAST
+    return body
+
+
+def group_pods(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.get_json(
+        "pods", "-n", namespace, "-l", "leaderworkerset.sigs.k8s.io/name=svc-group"
+    )["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def by_role(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {"leader" if p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0" else "worker": p
+            for p in pods}  # fmt: skip
+
+
+def ready(cluster: Cluster, namespace: str) -> bool:
+    return condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady")
+
+
+def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Proc
+) -> None:
+    label_nodes(cluster, add_nodes(2), namespace)
+    cluster.apply(two_node("svc", namespace), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready through the leader's canary")
+
+    sets = cluster.get_json("leaderworkersets", "-n", namespace)["items"]
+    assert [s["metadata"]["name"] for s in sets] == ["svc-group"]
+    assert sets[0]["spec"]["leaderWorkerTemplate"]["size"] == 2
+    roles = by_role(group_pods(cluster, namespace))
+    leader, worker = roles["leader"], roles["worker"]
+    assert leader["spec"]["nodeName"] != worker["spec"]["nodeName"]
+    for pod in (leader, worker):
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] == "8"
+    assert "--headless" in worker["spec"]["containers"][0]["args"]
+    group = {"index": 0, "leader": "svc-group-0", "ready": True, "pods": "2/2",
+             "nodes": [leader["spec"]["nodeName"], worker["spec"]["nodeName"]]}  # fmt: skip
+    wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("groups") == [group], timeout=30, message="groups")
+    gate = {c["type"]: c for c in leader["status"]["conditions"]}["inference.ascend.dev/engine-ready"]
+    assert (gate["status"], gate["reason"]) == ("True", "CanaryPassing")
+    # the headless worker serves no API: the Service selects the leader only (Endpoints themselves refuse
+    # the 127.x pod IPs of the local cluster, so the selector is what is checked)
+    selector = cluster.get_json("service", "svc", "-n", namespace)["spec"]["selector"]
+    chosen = cluster.get_json("pods", "-n", namespace, "-l", ",".join(f"{k}={v}" for k, v in selector.items()))
+    assert [p["metadata"]["name"] for p in chosen["items"]] == [leader["metadata"]["name"]]
+
+    base = f"http://{leader['status']['podIP']}:8000"
+    stop = threading.Event()
+    body = {"model": "deepseek_r1", "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 16000,
+            "ignore_eos": True}  # fmt: skip
+    background_requests(base, body, clients=4, stop=stop)
+    try:
+        post(f"http://{worker['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
+        try:
+            roll = wait_for(
+                lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll"
+            )
+        except WaitTimeout as exc:
+            raise AssertionError(f"{exc}; status: {json.dumps(ais(cluster, namespace, 'svc')['status'])}") from exc
+        assert roll["reason"] == "Stalled"
+        assert roll["pod"] == leader["metadata"]["name"]
+        old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
+        wait_for(
+            lambda: len(new := group_pods(cluster, namespace)) == 2 and not old & {p["metadata"]["uid"] for p in new},
+            timeout=120,
+            message="the whole group recreated",
+        )
+        stop.set()
+        wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready again")
+        status = ais(cluster, namespace, "svc")["status"]
+        assert len(status["rolls"]) == 1
+        assert len(events(cluster, namespace, "Rolled")) == 1
+    finally:
+        stop.set()
