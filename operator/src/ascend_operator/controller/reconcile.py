@@ -1,7 +1,7 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the Service;
+2. ensure the Service (and, with spec.routing.inferencePool, the InferencePool: controller/routing.py);
 3. plan and apply pod actions (create missing replicas, replace stale ones one at a time);
 4. compute the status and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
@@ -16,6 +16,7 @@ from ascend_operator.api.constants import LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
+from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
@@ -103,12 +104,15 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
 
     pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
+    previous = body.get("status") or {}
+    # An invalid spec or a deletion keeps the pool (and its condition) as they were.
+    routing = [c for c in (previous_condition(previous),) if c is not None]
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
+        routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
         if await _apply_pod_actions(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
 
-    previous = body.get("status") or {}
     status = compute_status(
         Observed(
             generation=generation,
@@ -119,6 +123,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             extra=memory.extra_status,
             overrides=memory.overrides,
             selector=f"{LABEL_SERVICE}={owner.name}",
+            extra_conditions=routing,
         ),
         previous=previous,
         now=ctx.now(),

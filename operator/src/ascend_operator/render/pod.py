@@ -73,6 +73,12 @@ def common_labels(owner: Owner) -> dict[str, str]:
     }
 
 
+def serving_selector(owner: Owner) -> dict[str, str]:
+    """The labels that select the pods serving this service's API: the Service's selector and the
+    InferencePool's matchLabels. Every engine pod carries them (see `common_labels`)."""
+    return {LABEL_SERVICE: owner.name}
+
+
 def owner_metadata(owner: Owner) -> dict[str, Any]:
     """The controller owner reference, so garbage collection removes children with the service."""
     if owner.uid is None:
@@ -203,7 +209,7 @@ def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_SERVICE: owner.name},
+            "selector": serving_selector(owner),
             "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
         },
     }
