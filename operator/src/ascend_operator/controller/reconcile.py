@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from ascend_operator.api.constants import LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
@@ -128,6 +129,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         previous=previous,
         now=ctx.now(),
     )
+    publish_conditions(owner.namespace, owner.name, status["conditions"])
     if status_changed(previous, status):
         await ctx.kube.patch_status(owner.namespace, owner.name, status)
         for event in condition_events(previous, status):
