@@ -83,16 +83,21 @@ def test_condition_gauge_keeps_one_series_per_condition_with_the_current_reason(
 
 
 def test_engine_series_follow_the_live_pods() -> None:
-    metrics.publish_engines("ns-c", "svc", {"svc-0": (True, "CanaryPassing"), "svc-1": (False, "EngineNotAnswering")})
+    metrics.publish_engines(
+        "ns-c", "svc", {"svc-0": (True, "CanaryPassing", False), "svc-1": (False, "EngineNotAnswering", True)}
+    )
     metrics.record_canary_failure("ns-c", "svc", "svc-1")
     series = _series("ns-c", "svc")
     assert series[("ascend_operator_engine_ready", (("pod", "svc-0"), ("reason", "CanaryPassing")))] == 1.0
     assert series[("ascend_operator_engine_ready", (("pod", "svc-1"), ("reason", "EngineNotAnswering")))] == 0.0
+    assert series[("ascend_operator_engine_loading", (("pod", "svc-0"),))] == 0.0
+    assert series[("ascend_operator_engine_loading", (("pod", "svc-1"),))] == 1.0
     assert series[("ascend_operator_canary_failures_total", (("pod", "svc-0"),))] == 0.0
     assert series[("ascend_operator_canary_failures_total", (("pod", "svc-1"),))] == 1.0
-    metrics.publish_engines("ns-c", "svc", {"svc-0": (False, "Stalled")})  # svc-1 scaled away
+    metrics.publish_engines("ns-c", "svc", {"svc-0": (False, "Stalled", False)})  # svc-1 scaled away
     assert _series("ns-c", "svc") == {
         ("ascend_operator_engine_ready", (("pod", "svc-0"), ("reason", "Stalled"))): 0.0,
+        ("ascend_operator_engine_loading", (("pod", "svc-0"),)): 0.0,
         ("ascend_operator_canary_failures_total", (("pod", "svc-0"),)): 0.0,
     }
     metrics.forget_service("ns-c", "svc")
@@ -101,7 +106,7 @@ def test_engine_series_follow_the_live_pods() -> None:
 def test_exported_names_are_the_registered_series() -> None:
     metrics.start_service("ns-d", "svc")
     metrics.publish_conditions("ns-d", "svc", [{"type": "Ready", "status": "True", "reason": "X"}])
-    metrics.publish_engines("ns-d", "svc", {"svc-0": (True, "CanaryPassing")})
+    metrics.publish_engines("ns-d", "svc", {"svc-0": (True, "CanaryPassing", False)})
     names = {name for name, _ in _series("ns-d", "svc")}
     assert names == metrics.EXPORTED
     metrics.forget_service("ns-d", "svc")

@@ -11,6 +11,9 @@ prometheus-client's default registry (`aisctl operator --metrics-port` serves it
   0 while False; one series per condition, the one with the current reason;
 - `ascend_operator_engine_ready{namespace,service,pod,reason}`: the readiness gate the operator sets on
   each engine pod (1 ready, 0 not) with its verdict's reason (EngineNotAnswering, Stalled, ...);
+- `ascend_operator_engine_loading{namespace,service,pod}`: 1 while a pod that was never Ready is inside
+  its startup grace (~292 GB of weights load for minutes, and the engine answers nothing meanwhile), so an
+  alert on engines not answering can leave loading ones out;
 - `ascend_operator_canary_failures_total{namespace,service,pod}`: canaries that counted as failures (no
   tokens in time and no forward progress meanwhile: the judgement of health/judge.py fold_canary).
 Series of a pod or service that is gone are removed, so a deleted service leaves no alert behind.
@@ -35,6 +38,11 @@ ENGINE_READY = Gauge(
     "The operator's readiness verdict of an engine pod (1 ready, 0 not) with its reason",
     ["namespace", "service", "pod", "reason"],
 )
+ENGINE_LOADING = Gauge(
+    "ascend_operator_engine_loading",
+    "1 while an engine pod that was never Ready is inside its startup grace, else 0",
+    ["namespace", "service", "pod"],
+)
 CANARY_FAILURES = Counter(
     "ascend_operator_canary_failures",
     "Generation canaries that returned no tokens in time while the engine made no forward progress",
@@ -48,6 +56,7 @@ EXPORTED = frozenset(
         "ascend_operator_rolls_refused_total",
         "ascend_operator_service_condition",
         "ascend_operator_engine_ready",
+        "ascend_operator_engine_loading",
         "ascend_operator_canary_failures_total",
     }
 )
@@ -61,6 +70,7 @@ _METRICS: dict[str, Any] = {
     "refused": REFUSED,
     "condition": SERVICE_CONDITION,
     "engine": ENGINE_READY,
+    "loading": ENGINE_LOADING,
     "canary": CANARY_FAILURES,
 }
 
@@ -112,19 +122,23 @@ def publish_conditions(namespace: str, service: str, conditions: Iterable[Mappin
     _drop(key, "condition", current)
 
 
-def publish_engines(namespace: str, service: str, verdicts: Mapping[str, tuple[bool, str]]) -> None:
-    """Set each live pod's verdict gauge (pod name -> (ready, reason)); pods not given are dropped."""
+def publish_engines(namespace: str, service: str, engines: Mapping[str, tuple[bool, str, bool]]) -> None:
+    """Set each live pod's series (pod name -> (ready, reason, loading)); pods not given are dropped."""
     key = (namespace, service)
     current = []
-    for pod, (ready, reason) in verdicts.items():
+    for pod, (ready, reason, loading) in engines.items():
         labels = (namespace, service, pod, reason)
         ENGINE_READY.labels(*labels).set(1.0 if ready else 0.0)
         _track(key, "engine", labels)
         current.append(labels)
+        ENGINE_LOADING.labels(namespace, service, pod).set(1.0 if loading else 0.0)
+        _track(key, "loading", (namespace, service, pod))
         CANARY_FAILURES.labels(namespace, service, pod)  # at 0 from the first pass: increase() sees the first
         _track(key, "canary", (namespace, service, pod))
+    pods = [(namespace, service, pod) for pod in engines]
     _drop(key, "engine", current)
-    _drop(key, "canary", [(namespace, service, pod) for pod in verdicts])
+    _drop(key, "loading", pods)
+    _drop(key, "canary", pods)
 
 
 def record_canary_failure(namespace: str, service: str, pod: str) -> None:

@@ -248,6 +248,13 @@ async def _rolls(
     return overrides
 
 
+def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:
+    """Never Ready and inside the startup grace: the engine is still loading its weights."""
+    started = epoch(pod.started_at)
+    in_grace = started is None or now - started < spec.health.startup_grace_seconds
+    return in_grace and not state.pods[pod.uid].served
+
+
 #: Pod findings shown on the service's Degraded condition, most serious first.
 DEGRADING_REASONS = ("ConfigMismatch", "Stalled")
 
@@ -289,7 +296,14 @@ async def health_pass(
         if state.pods[pod.uid].canary_failures > health.canary_failures:  # a canary that counted as failed
             record_canary_failure(namespace, service, pod.name)
         await _execute(mon, state, pod, namespace, actions)
-    publish_engines(namespace, service, {p.name: (verdicts[p.uid].ready, verdicts[p.uid].reason) for p in live})
+    publish_engines(
+        namespace,
+        service,
+        {
+            p.name: (verdicts[p.uid].ready, verdicts[p.uid].reason, _loading(p, state, spec, now=mon.wall()))
+            for p in live
+        },
+    )
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
     _launch_canaries(mon, spec, state, answering)
     # a refused roll says most: what was found, on which pod, and which rule held it back
