@@ -13,6 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 
@@ -213,3 +214,15 @@ async def test_reconcile_pass_serves_on_and_reports_a_missing_crd(routed: Parsed
     assert (pool["status"], pool["reason"]) == ("False", "CRDNotInstalled")
     assert ("Warning", "CRDNotInstalled", pool["message"]) in events
     assert [c["type"] for c in status["conditions"]] == ["Ready", "Progressing", "Degraded", "InferencePoolReady"]
+
+
+async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed: ParsedService) -> None:
+    kube = FakeKube()
+
+    async def timeout(namespace: str, name: str) -> None:
+        raise kopf.TemporaryError("no answer from the API server: timed out", delay=5)
+
+    kube.read_inference_pool = timeout  # type: ignore[method-assign]
+    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    assert _cond(result) == ("InferencePoolReady", "Unknown", "Retrying")
+    assert "timed out" in result[0][3]

@@ -1,8 +1,9 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the Service (and, with spec.routing.inferencePool, the InferencePool: controller/routing.py);
-3. plan and apply pod actions (create missing replicas, replace stale ones one at a time);
+2. ensure the Service;
+3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), then, with
+   spec.routing.inferencePool, the InferencePool (controller/routing.py);
 4. compute the status and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
@@ -110,9 +111,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     routing = [c for c in (previous_condition(previous),) if c is not None]
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
-        routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
         if await _apply_pod_actions(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+        # after the pods: routing trouble never delays an engine
+        routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
     status = compute_status(
         Observed(

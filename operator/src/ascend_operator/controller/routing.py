@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
+import kopf
+
 from ascend_operator.api.constants import POOL_CRD
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import INFERENCE_POOL_READY
@@ -140,6 +142,8 @@ async def sync_inference_pool(
             await kube.replace_inference_pool_spec(owner.namespace, name, desired["spec"])
     except ApiRefused as exc:
         return (_refused(exc, name, owner.namespace),)
+    except kopf.TemporaryError as exc:  # the API server did not answer: say so, retry on the next pass
+        return ((INFERENCE_POOL_READY, "Unknown", "Retrying", f"InferencePool {name}: {exc}"),)
     if action is PoolAction.NOT_OWNED:
         return (
             (
