@@ -48,9 +48,16 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def rule_file(helm: Helm, tmp_path: Path, sets: list[str]) -> Path:
+def values_file(tmp_path: Path, **rule: Any) -> Path:
+    """A values file with prometheusRule settings (`--set` would pass a float as a string)."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"prometheusRule": rule}))
+    return path
+
+
+def rule_file(helm: Helm, tmp_path: Path, sets: list[str], *values: Path) -> Path:
     """The rendered PrometheusRule's spec as a Prometheus rule file."""
-    rule = one(helm.template(sets=sets), "PrometheusRule")
+    rule = one(helm.template(*values, sets=sets), "PrometheusRule")
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rule["spec"], sort_keys=False))
     return path
@@ -84,15 +91,16 @@ def test_every_alert_has_a_runbook_in_the_readme_and_a_link_when_asked(helm: Hel
     assert all("runbook_url" not in r["annotations"] for r in plain.values())
 
 
-def test_thresholds_and_labels_come_from_values(helm: Helm) -> None:
-    sets = [
-        *ON,
-        "prometheusRule.degradedFor=30m",
-        "prometheusRule.kvCacheUsage=0.9",
-        "prometheusRule.alertLabels.team=llm",
-        "prometheusRule.labels.release=kube-prometheus",
-    ]
-    rule = one(helm.template(sets=sets), "PrometheusRule")
+def test_thresholds_and_labels_come_from_values(helm: Helm, tmp_path: Path) -> None:
+    values = values_file(
+        tmp_path,
+        enabled=True,
+        degradedFor="30m",
+        kvCacheUsage=0.9,
+        alertLabels={"team": "llm"},
+        labels={"release": "kube-prometheus"},
+    )
+    rule = one(helm.template(values), "PrometheusRule")
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
     rules = _labels(rule)
     assert rules["AscendServiceDegraded"]["for"] == "30m"
@@ -343,7 +351,7 @@ def test_promtool_test_rules_passes(helm: Helm, tmp_path: Path) -> None:
 
 def test_promtool_test_rules_fails_on_a_wrong_expectation(helm: Helm, tmp_path: Path) -> None:
     """The harness can fail: a threshold moved above the scenario's series makes its expectation wrong."""
-    rules = rule_file(helm, tmp_path, [*ON, "prometheusRule.kvCacheUsage=0.99"])
+    rules = rule_file(helm, tmp_path, [], values_file(tmp_path, enabled=True, kvCacheUsage=0.99))
     spec = tmp_path / "alerts_test.yaml"
     spec.write_text(yaml.safe_dump(_test_file(rules), sort_keys=False, width=1000))
     result = promtool("test", "rules", str(spec), cwd=tmp_path)
