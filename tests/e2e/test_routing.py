@@ -156,18 +156,28 @@ def test_the_api_server_enforces_both_schemas(
     with pytest.raises(KubectlError) as err:
         cluster.apply(body, namespace=namespace)
     assert "spec.routing.inferencePool.endpointPickerRef is required" in err.value.stderr
-    # upstream's: one target port at most, a Service reference needs a port (GIE's own CEL rule)
-    bad = {
-        "apiVersion": "inference.networking.k8s.io/v1",
-        "kind": "InferencePool",
-        "metadata": {"name": "bad", "namespace": namespace},
-        "spec": {
+
+    # upstream's: one target port at most; a Service reference needs a port (GIE's own CEL rule, which the
+    # API server evaluates only on an object that passes the schema, so one violation at a time)
+    def pool_with(**spec: Any) -> dict[str, Any]:
+        base = {
             "selector": {"matchLabels": {"a": "b"}},
-            "targetPorts": [{"number": 8000}, {"number": 8001}],
-            "endpointPickerRef": {"name": "epp"},
-        },
-    }
-    with pytest.raises(KubectlError) as err:
-        cluster.apply(bad)
-    assert "targetPorts" in err.value.stderr
-    assert "port is required when kind is 'Service'" in err.value.stderr
+            "targetPorts": [{"number": 8000}],
+            "endpointPickerRef": {"name": "epp", "port": {"number": 9002}},
+        }
+        return {
+            "apiVersion": "inference.networking.k8s.io/v1",
+            "kind": "InferencePool",
+            "metadata": {"name": "bad", "namespace": namespace},
+            "spec": {**base, **spec},
+        }
+
+    for spec, message in (
+        ({"targetPorts": [{"number": 8000}, {"number": 8001}]}, "spec.targetPorts: Too many: 2"),
+        ({"endpointPickerRef": {"name": "epp"}}, "port is required when kind is 'Service'"),
+        ({"selector": {"matchLabels": {"a": "-b-"}}}, "spec.selector.matchLabels.a"),
+    ):
+        with pytest.raises(KubectlError) as err:
+            cluster.apply(pool_with(**spec))
+        assert message in err.value.stderr
+    cluster.apply(pool_with())  # and the valid one is accepted
