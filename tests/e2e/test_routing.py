@@ -12,48 +12,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
-from tests.e2e.cluster import Cluster, KubectlError, build_tools, wait_for
-from tests.e2e.operator_fixtures import Proc, ais, condition, events, example, label_nodes, pods, wait_condition
+from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from tests.e2e.operator_fixtures import (
+    Proc,
+    ais,
+    condition,
+    events,
+    example,
+    label_nodes,
+    pods,
+    routed,
+    wait_condition,
+)
 
 AddNodes = Callable[[int], list[str]]
-POOL_CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
-PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
-
-
-def gie_crd_path() -> Path:
-    """$AIS_GIE_CRD (a cluster built elsewhere), else the copy hack/build-k8s.sh put in the tool cache."""
-    import os
-
-    given = os.environ.get("AIS_GIE_CRD")
-    return Path(given) if given else build_tools() / "crds" / POOL_CRD_FILE
-
-
-@pytest.fixture(scope="session")
-def gie_crd(cluster: Cluster) -> dict[str, Any]:
-    """The upstream InferencePool CRD, established in the session's cluster."""
-    path = gie_crd_path()
-    crd: dict[str, Any] = yaml.safe_load(path.read_text())
-    assert crd["metadata"]["annotations"]["inference.networking.k8s.io/bundle-version"] == "v1.0.0"
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
-    return crd
-
-
-def routed(name: str, node_label: str, **spec: Any) -> dict[str, Any]:
-    body = example(name, node_label=node_label, **spec)
-    body["spec"]["routing"] = {"inferencePool": {"enabled": True, "endpointPickerRef": PICKER}}
-    return body
 
 
 def pool(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
