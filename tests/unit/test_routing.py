@@ -226,3 +226,18 @@ async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed:
     result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "Unknown", "Retrying")
     assert "timed out" in result[0][3]
+
+
+async def test_removal_refused_or_unanswered_stays_pending(routed: ParsedService) -> None:
+    unrouted = parse_resource(yaml.safe_load(EXAMPLE.read_text()))
+    previous = {"conditions": [{"type": "InferencePoolReady", "status": "True", "reason": "Synced", "message": ""}]}
+    refused = await sync_inference_pool(FakeKube(refuse=403), unrouted.spec, OWNER, previous=previous)
+    assert _cond(refused) == ("InferencePoolReady", "False", "Forbidden")  # kept, so the next pass retries
+    kube = FakeKube()
+
+    async def timeout(namespace: str, name: str) -> None:
+        raise kopf.TemporaryError("no answer from the API server: timed out", delay=5)
+
+    kube.read_inference_pool = timeout  # type: ignore[method-assign]
+    pending = await sync_inference_pool(kube, unrouted.spec, OWNER, previous=previous)
+    assert _cond(pending) == ("InferencePoolReady", "Unknown", "Retrying")

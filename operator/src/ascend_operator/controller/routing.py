@@ -104,7 +104,8 @@ def previous_condition(previous: Mapping[str, Any] | None) -> ConditionTuple | N
 
 
 async def _remove(kube: KubeApi, owner: Owner) -> ConditionTuple | None:
-    """Delete the pool this service owns (routing was turned off); None once nothing of ours is left."""
+    """Delete the pool this service owns (routing was turned off); None once nothing of ours is left, else
+    the condition that keeps the removal pending for the next pass."""
     name = pool_name(owner)
     try:
         current = await kube.read_inference_pool(owner.namespace, name)
@@ -113,6 +114,8 @@ async def _remove(kube: KubeApi, owner: Owner) -> ConditionTuple | None:
     except ApiRefused as exc:
         if exc.status == 403:
             return _refused(exc, name, owner.namespace)
+    except kopf.TemporaryError as exc:
+        return (INFERENCE_POOL_READY, "Unknown", "Retrying", f"removing InferencePool {name}: {exc}")
     return None
 
 
