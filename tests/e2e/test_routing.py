@@ -97,6 +97,32 @@ def test_pool_is_accepted_and_selects_exactly_the_services_pods_through_roll_and
     assert selected_uids(cluster, namespace, pool(cluster, namespace, "dsv4-flash")) == two
     assert not selected_uids(cluster, namespace, stored) & service_uids(cluster, namespace, "neighbour")
 
+    # a gateway accepting the pool (what its controller writes into status.parents) shows on the condition
+    parent = {
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gw"},
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    }
+    cluster.kubectl(
+        "patch", "inferencepools", "dsv4-flash", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"parents": [parent]}}),
+    )  # fmt: skip
+    wait_for(
+        lambda: any(
+            c["type"] == "InferencePoolReady" and c["message"].endswith("; accepted by Gateway inference-gw")
+            for c in ais(cluster, namespace, "dsv4-flash")["status"]["conditions"]
+        ),
+        timeout=60,
+        message="InferencePoolReady naming the gateway that accepted the pool",
+    )
+
     # deleting the service takes the pool with it (garbage collection through the owner reference)
     cluster.kubectl("delete", "ais", "dsv4-flash", "-n", namespace, "--wait=true", "--timeout=60s")
     wait_for(

@@ -241,3 +241,23 @@ async def test_removal_refused_or_unanswered_stays_pending(routed: ParsedService
     kube.read_inference_pool = timeout  # type: ignore[method-assign]
     pending = await sync_inference_pool(kube, unrouted.spec, OWNER, previous=previous)
     assert _cond(pending) == ("InferencePoolReady", "Unknown", "Retrying")
+
+
+async def test_synced_says_which_gateways_accepted_the_pool(routed: ParsedService) -> None:
+    kube = FakeKube()
+    await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    assert kube.pools is not None
+    kube.pools["dsv4-flash"]["status"] = {
+        "parents": [
+            {"parentRef": {"name": "inference-gw"}, "conditions": [{"type": "Accepted", "status": "True"}]},
+            {
+                "parentRef": {"kind": "Gateway", "namespace": "edge", "name": "other"},
+                "conditions": [{"type": "Accepted", "status": "False"}],
+            },
+        ]
+    }
+    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    assert result[0][3].endswith("; accepted by Gateway inference-gw")
+    del kube.pools["dsv4-flash"]["status"]
+    again = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    assert again[0][3].endswith("; no gateway has accepted it yet")

@@ -55,16 +55,31 @@ def plan_pool(desired: Mapping[str, Any], current: Mapping[str, Any] | None, *, 
     return PoolAction.NONE if current.get("spec") == desired["spec"] else PoolAction.REPLACE_SPEC
 
 
-def _synced(desired: Mapping[str, Any]) -> ConditionTuple:
+def accepted_by(current: Mapping[str, Any] | None) -> list[str]:
+    """The parents (gateways) whose status entry says Accepted=True (GIE v1 InferencePoolStatus.parents,
+    inferencepool_types.go:162-203; the condition type "Accepted", :230)."""
+    accepted = []
+    for parent in ((current or {}).get("status") or {}).get("parents") or []:
+        conditions = {c.get("type"): c.get("status") for c in parent.get("conditions") or []}
+        if conditions.get("Accepted") == "True":
+            ref = parent.get("parentRef") or {}
+            where = f"{ref['namespace']}/" if ref.get("namespace") else ""
+            accepted.append(f"{ref.get('kind') or 'Gateway'} {where}{ref.get('name', '')}")
+    return accepted
+
+
+def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> ConditionTuple:
     spec = desired["spec"]
     labels = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
     ref = spec["endpointPickerRef"]
+    parents = accepted_by(current)
+    accepted = f"; accepted by {', '.join(parents)}" if parents else "; no gateway has accepted it yet"
     return (
         INFERENCE_POOL_READY,
         "True",
         "Synced",
         f"InferencePool {desired['metadata']['name']} selects pods {labels} on port "
-        f"{spec['targetPorts'][0]['number']}; endpoint picker Service {ref['name']}:{ref['port']['number']}",
+        f"{spec['targetPorts'][0]['number']}; endpoint picker Service {ref['name']}:{ref['port']['number']}" + accepted,
     )
 
 
@@ -157,4 +172,4 @@ async def sync_inference_pool(
                 "leaves it alone: delete it or rename the service",
             ),
         )
-    return (_synced(desired),)
+    return (_synced(desired, current),)
