@@ -3,14 +3,13 @@
 Why it exists: the chart's crds/ must be the generated CRD (tests/unit/test_crd.py compares the content)
 plus kopf's peering CRDs under the exact names kopf looks for, and nothing else; and a dashboard whose
 queries name series nobody exports shows empty panels, which is only discovered in production. The
-dashboard's series are checked against the vLLM metric names the operator's health code reads
-(health/samples.py, from vLLM V1's vllm/v1/metrics/loggers.py) and the operator's own series
+dashboard's series are checked against the vLLM metrics of the engine contract (contract/metrics.py,
+from the vllm 0.25.1 sdist's vllm/v1/metrics/loggers.py) and the operator's own series
 (controller/metrics.py); every series the chart's alerts read has a panel.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from typing import Any
@@ -19,8 +18,8 @@ import yaml
 from kopf._cogs.structs import references
 
 from ascend_operator.api.crd import build_crd
+from ascend_operator.contract import metrics as contract_metrics
 from ascend_operator.controller.metrics import EXPORTED
-from ascend_operator.health import samples
 from tests.helm.chart import CHART, ROOT, Helm, one
 
 KSM_SERIES = {"kube_pod_status_ready", "kube_pod_labels", "up"}
@@ -68,10 +67,9 @@ SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
 
 
 def _vllm_series() -> set[str]:
-    """Every series name of the vLLM families health/samples.py reads (its string literals)."""
-    source = inspect.getsource(samples)
-    families = set(re.findall(r'"(vllm:[a-z_]+)"', source))
-    return {f + suffix for f in families for suffix in SUFFIXES}
+    """Every series name of the vLLM families the operator reads, per the engine contract
+    (contract/metrics.py READ, each with its vllm 0.25.1 source line)."""
+    return {m.name + suffix for m in contract_metrics.READ for suffix in SUFFIXES}
 
 
 def _exported_series() -> set[str]:
@@ -148,7 +146,7 @@ def test_every_series_an_alert_reads_has_a_panel_and_is_exported(helm: Helm) -> 
         assert read <= on_panels, f"{alert['alert']} reads {sorted(read - on_panels)}, which no dashboard panel shows"
 
 
-def test_health_code_reads_the_vllm_families_the_dashboard_needs() -> None:
+def test_contract_holds_the_vllm_families_the_dashboard_needs() -> None:
     # the check above is only as strict as this list: it must hold vLLM's names, not be empty or widened
     assert {"vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:generation_tokens_total"} <= _vllm_series()
     assert all(name.startswith("vllm:") for name in _vllm_series())
