@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the e2e suite runs on: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, KWOK and Helm, from upstream Go modules.
+# kube-controller-manager, kube-scheduler, kubectl, KWOK and Helm, from upstream Go modules; also
+# promtool (the chart's PrometheusRule is checked and unit-tested with it) and, download only, the
+# Gateway API Inference Extension's v1 InferencePool CRD (the e2e suite installs it).
 #
 # Why build instead of download: this machine reaches only the Go module proxy (no release tarballs,
 # no container images), and Debian's etcd 3.4 is too old for current API servers. Each tool goes to
@@ -11,7 +13,8 @@
 # Usage: hack/build-k8s.sh            build what is missing; the LAST stdout line is the bin directory
 #                                     (symlinks to every tool), progress goes to stderr.
 # Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION,
-# AIS_LWS_VERSION.
+# AIS_LWS_VERSION, AIS_PROMETHEUS_VERSION, AIS_GIE_VERSION. The bin directory also holds crds/ (the GIE CRD)
+# and lws-crds/.
 set -euo pipefail
 
 # v1.37.2 is the newest k8s.io/kubernetes release on the proxy; its go.mod says `go 1.26.0`, which the
@@ -22,6 +25,9 @@ KWOK_VERSION="${AIS_KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${AIS_HELM_VERSION:-v3.22.0}"
 # LeaderWorkerSet runs multi-node engine groups (spec.parallelism.nodes > 1); hack/local-cluster lws starts it.
 LWS_VERSION="${AIS_LWS_VERSION:-v0.7.0}"
+# Prometheus' Go module is tagged v0.<major*100+minor>.<patch>: v0.316.0 is Prometheus 3.16.0.
+PROMETHEUS_VERSION="${AIS_PROMETHEUS_VERSION:-v0.316.0}"
+GIE_VERSION="${AIS_GIE_VERSION:-v1.0.0}"
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator"
 tools="$cache/tools"
@@ -193,6 +199,29 @@ build_lws() {
   chmod u+w "$out"/crds/*.yaml
 }
 
+# promtool: `go install` of the module's cmd/promtool. `remove_all_sd` (plugins/plugin_*.go build tags)
+# leaves out the cloud service-discovery plugins that `check rules` and `test rules` never use, which
+# is most of the compile; the version string is what `promtool --version` prints (the module's VERSION).
+build_promtool() {
+  local out="$1" version="$2" dir release
+  dir="$(cd "$out" && go mod download -json "github.com/prometheus/prometheus@$version" |
+    sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  release="$(cat "$dir/VERSION")"
+  GOBIN="$out/bin" go install -trimpath -tags remove_all_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
+    "github.com/prometheus/prometheus/cmd/promtool@$version"
+}
+
+# The Gateway API Inference Extension's v1 InferencePool CRD, as the release's module ships it
+# (config/crd/bases); nothing is compiled.
+build_gie_crds() {
+  local out="$1" version="$2" dir
+  dir="$(cd "$out" && go mod download -json "sigs.k8s.io/gateway-api-inference-extension@$version" |
+    sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  mkdir -p "$out/crds"
+  cp "$dir/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "$out/crds/"
+}
+
 t_start="$(now)"
 log "go $(go env GOVERSION), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
 build_once kubernetes "$K8S_VERSION" build_kubernetes
@@ -200,12 +229,17 @@ build_once etcd "$ETCD_VERSION" build_etcd
 build_once kwok "$KWOK_VERSION" build_kwok
 build_once helm "$HELM_VERSION" build_helm
 build_once lws "$LWS_VERSION" build_lws
+build_once promtool "$PROMETHEUS_VERSION" build_promtool
+build_once gie-crds "$GIE_VERSION" build_gie_crds
 
 bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-lws-$LWS_VERSION"
+bindir+="-promtool-$PROMETHEUS_VERSION-gie-$GIE_VERSION"
 mkdir -p "$bindir"
-for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION" lws-"$LWS_VERSION"; do
+for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION" \
+  promtool-"$PROMETHEUS_VERSION" lws-"$LWS_VERSION"; do
   for f in "$tools/$pair"/bin/*; do ln -sfn "$f" "$bindir/$(basename "$f")"; done
 done
 ln -sfn "$tools/lws-$LWS_VERSION/crds" "$bindir/lws-crds"
+ln -sfn "$tools/gie-crds-$GIE_VERSION/crds" "$bindir/crds"
 log "all tools ready in $(($(now) - t_start))s"
 echo "$bindir"

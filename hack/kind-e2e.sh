@@ -16,6 +16,7 @@ cd "$root"
 cluster="${KIND_CLUSTER_NAME:-ais-e2e}"
 image="${AIS_OPERATOR_IMAGE:-ascend-operator:e2e}"
 kwok_version="${AIS_KWOK_VERSION:-v0.8.0}"
+gie_version="${AIS_GIE_VERSION:-v1.0.0}"
 work="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -78,6 +79,11 @@ GOBIN="$work/bin" go install "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
   --config=hack/kwok/pod-stages.yaml --config=hack/kwok/node-stages.yaml >"$work/kwok.log" 2>&1 &
 pids+=($!)
 
+echo "== Gateway API Inference Extension ${gie_version} InferencePool CRD (the routing tests install it)" >&2
+gie_dir="$(cd "$work" && go mod download -json "sigs.k8s.io/gateway-api-inference-extension@$gie_version" |
+  sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+
 echo "== pytest -m e2e" >&2
 AIS_E2E_KUBECONFIG="$KUBECONFIG" AIS_OPERATOR_IMAGE="$image" AIS_KUBECTL="$(command -v kubectl)" \
+  AIS_GIE_CRD="$gie_dir/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" \
   .venv/bin/pytest -m e2e tests/e2e "$@"

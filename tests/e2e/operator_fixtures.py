@@ -18,10 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import ROOT, Cluster, wait_for
+from tests.e2e.cluster import ROOT, Cluster, build_tools, wait_for
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
+#: The Gateway API Inference Extension's v1 InferencePool CRD, as hack/build-k8s.sh caches it.
+POOL_CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
+#: An endpoint picker reference for routed services (nothing needs to serve it: the pool only names it).
+PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 #: Engine time per wall second for the simulators: a 512K prefill (148.76 s) takes ~5 s.
 SIM_TIME_SCALE = "30"
 
@@ -160,3 +164,27 @@ def wait_condition(
         timeout=timeout,
         message=f"{name} condition {kind}={want}",
     )
+
+
+def gie_crd_path() -> Path:
+    """$AIS_GIE_CRD (a cluster built elsewhere), else the copy hack/build-k8s.sh put in the tool cache."""
+    given = os.environ.get("AIS_GIE_CRD")
+    return Path(given) if given else build_tools() / "crds" / POOL_CRD_FILE
+
+
+@pytest.fixture(scope="session")
+def gie_crd(cluster: Cluster) -> dict[str, Any]:
+    """The upstream InferencePool CRD, established in the session's cluster."""
+    path = gie_crd_path()
+    crd: dict[str, Any] = yaml.safe_load(path.read_text())
+    assert crd["metadata"]["annotations"]["inference.networking.k8s.io/bundle-version"] == "v1.0.0"
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    return crd
+
+
+def routed(name: str, node_label: str, **spec: Any) -> dict[str, Any]:
+    """`example` with spec.routing.inferencePool enabled, naming PICKER as its endpoint picker."""
+    body = example(name, node_label=node_label, **spec)
+    body["spec"]["routing"] = {"inferencePool": {"enabled": True, "endpointPickerRef": PICKER}}
+    return body

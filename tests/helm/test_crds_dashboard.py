@@ -3,7 +3,9 @@
 Why it exists: the chart's crds/ must be the generated CRD (tests/unit/test_crd.py compares the content)
 plus kopf's peering CRDs under the exact names kopf looks for, and nothing else; and a dashboard whose
 queries name series nobody exports shows empty panels, which is only discovered in production. The
-dashboard's series are checked against the simulator's vLLM exposition and the operator's own counters.
+dashboard's series are checked against the vLLM metrics of the engine contract (contract/metrics.py,
+from the vllm 0.25.1 sdist's vllm/v1/metrics/loggers.py) and the operator's own series
+(controller/metrics.py); every series the chart's alerts read has a panel.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from typing import Any
 
 import yaml
 from kopf._cogs.structs import references
-from prometheus_client.parser import text_string_to_metric_families
 
-from aissim.metrics import VllmMetrics
 from ascend_operator.api.crd import build_crd
-from ascend_operator.controller.monitor import REFUSED, ROLLS
+from ascend_operator.contract import metrics as contract_metrics
+from ascend_operator.controller.metrics import EXPORTED
 from tests.helm.chart import CHART, ROOT, Helm, one
 
 KSM_SERIES = {"kube_pod_status_ready", "kube_pod_labels", "up"}
 REQUIRED_PANELS = {
+    "Degraded services",
+    "Engines out of service",
+    "Canary failures",
+    "Stall and drift rolls",
     "Generation tokens/s",
     "Time to first token",
     "Time per output token",
@@ -57,14 +62,29 @@ def test_chart_crds_are_the_generated_crd_and_kopfs_peering_crds() -> None:
     assert chart_copy.read_bytes() == repo_copy.read_bytes(), "run `make crd`"
 
 
+#: Suffixes Prometheus exposes for a counter or histogram family the health code reads by family name.
+SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
+
+
+def _vllm_series() -> set[str]:
+    """Every series name of the vLLM families the operator reads, per the engine contract
+    (contract/metrics.py READ, each with its vllm 0.25.1 source line)."""
+    return {m.name + suffix for m in contract_metrics.READ for suffix in SUFFIXES}
+
+
 def _exported_series() -> set[str]:
-    sim = VllmMetrics(
-        model_name="m", num_engines=1, max_model_len=4096, num_spec_tokens=7, cache_config_info={"block_size": "128"}
-    )
-    names = {s.name for fam in text_string_to_metric_families(sim.exposition().decode()) for s in fam.samples}
-    for counter in (ROLLS, REFUSED):
-        names |= {f"{fam.name}_total" for fam in counter.collect()}
-    return names
+    return _vllm_series() | EXPORTED
+
+
+SERIES = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+#: Label matchers, ranges and strings: what follows a series name and is not one.
+NOT_NAMES = re.compile(r'\{[^}]*\}|\[[^\]]*\]|"[^"]*"')
+
+
+def _named(exprs: list[str]) -> set[str]:
+    """Series names in PromQL expressions: vLLM's (with a colon), the operator's, kube-state-metrics', up."""
+    used = {name for e in exprs for name in SERIES.findall(NOT_NAMES.sub(" ", e))}
+    return {n for n in used if ":" in n or n.startswith(("ascend_operator_", "kube_")) or n == "up"}
 
 
 def _dashboard(helm: Helm) -> dict[str, Any]:
@@ -80,13 +100,9 @@ def test_dashboard_panels_query_series_that_are_exported(helm: Helm) -> None:
     panels = {p["title"]: p for p in dashboard["panels"]}
     assert set(panels) >= REQUIRED_PANELS
     exported = _exported_series() | KSM_SERIES
-    identifier = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?=\s*[{\[])")
-    used = set()
     for panel in panels.values():
         assert panel["targets"], panel["title"]
-        for target in panel["targets"]:
-            used |= set(identifier.findall(target["expr"]))
-    series = {name for name in used if ":" in name or name.startswith(("ascend_operator_", "kube_")) or name == "up"}
+    series = _named([t["expr"] for p in panels.values() for t in p["targets"]])
     assert "ascend_operator_rolls_total" in series
     assert "vllm:kv_cache_usage_perc" in series
     assert series <= exported, f"series nobody exports: {sorted(series - exported)}"
@@ -117,3 +133,20 @@ def test_pod_monitor_selects_engine_pods_by_the_renderers_label_and_port() -> No
     template = (CHART / "templates" / "podmonitor.yaml").read_text()
     assert "key: inference.ascend.dev/service" in template
     assert "- port: http" in template
+
+
+def test_every_series_an_alert_reads_has_a_panel_and_is_exported(helm: Helm) -> None:
+    dashboard = _dashboard(helm)
+    on_panels = _named([t["expr"] for p in dashboard["panels"] for t in p["targets"]])
+    rule = one(helm.template(sets=["prometheusRule.enabled=true"]), "PrometheusRule")
+    for alert in (r for g in rule["spec"]["groups"] for r in g["rules"]):
+        read = _named([alert["expr"]])
+        assert read, alert["alert"]
+        assert read <= _exported_series(), f"{alert['alert']} reads series nobody exports: {read - _exported_series()}"
+        assert read <= on_panels, f"{alert['alert']} reads {sorted(read - on_panels)}, which no dashboard panel shows"
+
+
+def test_contract_holds_the_vllm_families_the_dashboard_needs() -> None:
+    # the check above is only as strict as this list: it must hold vLLM's names, not be empty or widened
+    assert {"vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:generation_tokens_total"} <= _vllm_series()
+    assert all(name.startswith("vllm:") for name in _vllm_series())

@@ -28,6 +28,12 @@ CRD_RULE = {
     "verbs": ["list", "watch"],
 }
 NAMESPACES_RULE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+#: controller/routing.py: read, create, replace the spec of (JSON patch) and delete owned InferencePools.
+POOL_RULE = {
+    "apiGroups": ["inference.networking.k8s.io"],
+    "resources": ["inferencepools"],
+    "verbs": ["get", "create", "patch", "delete"],
+}
 FULLNAME = "ais-ascend-inference-operator"
 
 
@@ -94,12 +100,25 @@ def test_peering_objects_match_the_resources_kopf_looks_for(helm: Helm) -> None:
     assert not pick(namespaced, "ClusterKopfPeering")
 
 
+def test_inference_pool_rule_only_with_routing_enabled(helm: Helm) -> None:
+    assert POOL_RULE not in one(helm.template(), "ClusterRole")["rules"]
+    routed = helm.template(sets=["routing.inferencePool.enabled=true"])
+    assert one(routed, "ClusterRole")["rules"] == [CRD_RULE, *NAMESPACED_RULES, POOL_RULE]
+    namespaced = helm.template(sets=["routing.inferencePool.enabled=true", "operator.watchNamespaces={a,b}"])
+    assert {r["metadata"]["namespace"]: r["rules"] for r in pick(namespaced, "Role")} == {
+        "a": [*NAMESPACED_RULES, POOL_RULE],
+        "b": [*NAMESPACED_RULES, POOL_RULE],
+    }
+    assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+
+
 def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> None:
     for sets in (
         [],
         ["replicaCount=2"],
         ["operator.watchNamespaces={a}", "replicaCount=2"],
         ["multiNode.enabled=true"],
+        ["routing.inferencePool.enabled=true"],
     ):
         objects = helm.template(sets=sets)
         for role in pick(objects, "ClusterRole") + pick(objects, "Role"):
@@ -107,7 +126,11 @@ def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> 
                 assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
                 assert not {"secrets", "configmaps", "nodes"} & set(rule["resources"]), rule
                 assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
-                assert "delete" not in rule["verbs"] or rule["resources"] in (["pods"], ["leaderworkersets"]), rule
+                assert "delete" not in rule["verbs"] or rule["resources"] in (
+                    ["pods"],
+                    ["leaderworkersets"],
+                    ["inferencepools"],
+                ), rule
 
 
 LWS_RULE = {

@@ -25,3 +25,12 @@ ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 #: The pod condition the operator sets from its health judgement (a readiness gate of every engine pod).
 READINESS_GATE = f"{GROUP}/engine-ready"
 MANAGED_BY = "ascend-inference-operator"
+
+#: The Gateway API Inference Extension's InferencePool, v1 (sigs.k8s.io/gateway-api-inference-extension
+#: v1.0.0, config/crd/bases/inference.networking.k8s.io_inferencepools.yaml: group, version v1, plural).
+POOL_GROUP = "inference.networking.k8s.io"
+POOL_VERSION = "v1"
+POOL_API_VERSION = f"{POOL_GROUP}/{POOL_VERSION}"
+POOL_KIND = "InferencePool"
+POOL_PLURAL = "inferencepools"
+POOL_CRD = f"{POOL_PLURAL}.{POOL_GROUP}"

@@ -12,6 +12,7 @@ from pydantic import Field
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.routing import RoutingSpec
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
@@ -168,3 +169,4 @@ class AscendInferenceServiceSpec(ApiModel):
     resources: Resources = Field(default_factory=Resources, description="CPU and memory.")
     scheduling: Scheduling = Field(default_factory=Scheduling, description="Node placement.")
     health: HealthSpec = Field(default_factory=HealthSpec, description="Canary, stall and drift detection, rolls.")
+    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="InferencePool for GIE gateways.")

@@ -11,12 +11,14 @@ from ascend_operator.api.base import ApiModel
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+#: Present only while spec.routing.inferencePool is (or was just) enabled: whether the owned pool is in sync.
+INFERENCE_POOL_READY = "InferencePoolReady"
 
 
 class Condition(ApiModel):
     """One status condition."""
 
-    type: str = Field(description="Ready, Progressing or Degraded.")
+    type: str = Field(description="Ready, Progressing, Degraded, or InferencePoolReady when routing is on.")
     status: str = Field(pattern=r"^(True|False|Unknown)$", description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -75,7 +77,9 @@ class AscendInferenceServiceStatus(ApiModel):
     )
     kv_cache_usage_display: str | None = Field(default=None, description="KV usage for the printer column.")
     metrics: EngineMetrics | None = Field(default=None, description="Engine figures.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Progressing, Degraded (and InferencePoolReady)."
+    )
     last_roll: Roll | None = Field(default=None, description="The most recent roll.")
     rolls: list[Roll] = Field(default_factory=list, description="Recent rolls (rate limiting reads them).")
     groups: list[GroupStatus] | None = Field(

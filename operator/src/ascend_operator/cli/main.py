@@ -17,6 +17,7 @@ from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.plan import format_plan
+from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec
@@ -61,6 +62,8 @@ def cmd_render(args: argparse.Namespace) -> int:
                 for i in range(svc.spec.replicas)
             ]
         objects.append(build_service(svc.spec, owner=owner))
+        if svc.spec.routing.inference_pool.enabled:
+            objects.append(build_inference_pool(svc.spec, owner=owner))
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0
 
@@ -88,7 +91,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aisctl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    render = sub.add_parser("render", help="print the pods and Service a spec becomes")
+    render = sub.add_parser("render", help="print the pods, Service and InferencePool a spec becomes")
     render.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
     render.add_argument(
         "--npu-resource", default=NPU_RESOURCE, help="NPU resource name, as `aisctl operator --npu-resource`"

@@ -6,6 +6,7 @@ makes every reconcile step idempotent), and anything transient becomes `kopf.Tem
 """
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
@@ -14,13 +15,39 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.api.constants import (
+    GROUP,
+    LABEL_SERVICE,
+    PLURAL,
+    POOL_GROUP,
+    POOL_PLURAL,
+    POOL_VERSION,
+    VERSION,
+)
 from ascend_operator.render.lws import LWS_GROUP, LWS_PLURAL, LWS_VERSION
 
 T = TypeVar("T")
 RETRY_DELAY = 5.0
 #: (connect, read) seconds for every call: a stuck connection must not freeze a reconcile loop.
 REQUEST_TIMEOUT = (5.0, 30.0)
+
+
+class ApiRefused(kopf.PermanentError):
+    """The API server refused a request for good (400, 403, 422): retrying the same call cannot help."""
+
+    def __init__(self, status: int, reason: str, body: str) -> None:
+        super().__init__(f"{status} {reason}: {body}")
+        self.status = status
+        self.body = body
+
+    @property
+    def message(self) -> str:
+        """The API server's own message (its Status object's `message`), else the raw body."""
+        try:
+            parsed = json.loads(self.body)
+        except ValueError:
+            return self.body
+        return str(parsed.get("message", self.body)) if isinstance(parsed, dict) else self.body
 
 
 def load_config(kubeconfig: str | None = None) -> None:
@@ -48,14 +75,21 @@ class KubeApi:
     ) -> T | None:
         """Run one API call in a thread, with a bounded connect and read time; None when it failed with a
         tolerated status."""
+        result, _ = await self._outcome(fn, *args, tolerate=tolerate, **kwargs)
+        return result
+
+    async def _outcome(
+        self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
+    ) -> tuple[T | None, int | None]:
+        """`_call` that also says which tolerated status it met (None when the call succeeded)."""
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await asyncio.to_thread(fn, *args, **kwargs), None
         except ApiException as exc:
             if exc.status in tolerate:
-                return None
+                return None, int(exc.status)
             if exc.status in (400, 403, 422):
-                raise kopf.PermanentError(f"{exc.status} {exc.reason}: {exc.body}") from exc
+                raise ApiRefused(exc.status, str(exc.reason), str(exc.body)) from exc
             raise kopf.TemporaryError(f"{exc.status} {exc.reason}", delay=RETRY_DELAY) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # timeouts, refused connections
             raise kopf.TemporaryError(f"no answer from the API server: {exc}", delay=RETRY_DELAY) from exc
@@ -146,3 +180,42 @@ class KubeApi:
             GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
             tolerate=frozenset({404}),
         )  # fmt: skip
+
+    async def read_inference_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The InferencePool, or None when there is none (or its CRD is not installed)."""
+        pool = await self._call(
+            self._custom.get_namespaced_custom_object,
+            POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name,
+            tolerate=frozenset({404}),
+        )  # fmt: skip
+        return pool if isinstance(pool, dict) else None
+
+    async def create_inference_pool(self, body: Mapping[str, Any]) -> bool | None:
+        """Create an InferencePool: True when created, False when it already exists, None when the API
+        server does not serve InferencePools (404: the GIE CRD is not installed)."""
+        namespace = body["metadata"]["namespace"]
+        _, status = await self._outcome(
+            self._custom.create_namespaced_custom_object,
+            POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, dict(body),
+            tolerate=frozenset({404, 409}),
+        )  # fmt: skip
+        return {None: True, 409: False}.get(status)
+
+    async def replace_inference_pool_spec(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
+        """Set the pool's whole spec (a JSON patch `replace`, so no stale matchLabels key survives a merge)."""
+        patch = [{"op": "replace", "path": "/spec", "value": dict(spec)}]
+        await self._call(
+            self._custom.patch_namespaced_custom_object,
+            POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name, patch,
+            _content_type="application/json-patch+json",
+        )  # fmt: skip
+
+    async def delete_inference_pool(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete the pool if it is still the one meant (uid precondition); False when already gone."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        deleted = await self._call(
+            self._custom.delete_namespaced_custom_object,
+            POOL_GROUP, POOL_VERSION, namespace, POOL_PLURAL, name,
+            body=options, tolerate=frozenset({404, 409}),
+        )  # fmt: skip
+        return deleted is not None

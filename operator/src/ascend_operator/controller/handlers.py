@@ -20,6 +20,7 @@ from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PL
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
+from ascend_operator.controller.metrics import forget_service, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
 from ascend_operator.controller.reconcile import Context, EventSink, ServiceMemory, reconcile
 
@@ -151,6 +152,8 @@ async def service_loop(
 
     ctx = Context(kube=memo.kube, events=_poster(body), now=utc_now, npu_resource=str(memo.npu_resource))
     memory = service_memory(memo, body)
+    if namespace is not None:
+        start_service(namespace, name)
     try:
         while not stopped:
             waker.clear()
@@ -159,6 +162,8 @@ async def service_loop(
     finally:
         memo.wakers.pop((namespace, name), None)
         memo.services.pop((namespace, name), None)
+        if namespace is not None:
+            forget_service(namespace, name)  # a gone service leaves no series (and no alert) behind
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_backoff=2.0, cancellation_timeout=10.0)
@@ -192,3 +197,5 @@ async def health_loop(
             await stopped.wait(interval)
     finally:
         await state.close()  # no canary outlives its loop
+        if namespace is not None:
+            forget_service(namespace, name)  # a last pass may have published after the reconcile loop ended

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import kopf
-from prometheus_client import Counter
 
 from ascend_operator.api.constants import READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller.metrics import publish_engines, record_canary_failure, record_refusal, record_roll
 from ascend_operator.controller.reconcile import EventSink, ServiceMemory
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.health.aggregate import service_metrics
@@ -45,8 +45,6 @@ from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.rolls import PodState, RollReason, decide_roll
 from ascend_operator.health.samples import EngineSample, parse_metrics
 
-ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
-REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])
 KEEP_ROLLS = 20
 log = logging.getLogger(__name__)
 
@@ -239,15 +237,22 @@ async def _rolls(
             pod=pod.name, reason=reason, pods=states, history=_history(memory), now=now, cfg=spec.health
         )
         if not decision.allowed:
-            REFUSED.labels(namespace, service, decision.rule).inc()
+            record_refusal(namespace, service, decision.rule)
             overrides.append(("Degraded", "True", "RollDeferred", f"{reason} on {pod.name}: {decision.message}"))
             continue
         if await mon.kube.delete_pod(namespace, pod.name, pod.uid):
-            ROLLS.labels(namespace, service, reason.value).inc()
+            record_roll(namespace, service, reason)
             _record_roll(memory, now=now, pod=pod.name, reason=reason, message=message)
             mon.events("Warning", "Rolled", f"recreating pod {pod.name}, reason {reason.value}: {message}")
         break  # one roll per pass: the next pass sees the replica out and the policy holds the rest
     return overrides
+
+
+def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:
+    """Never Ready and inside the startup grace: the engine is still loading its weights."""
+    started = epoch(pod.started_at)
+    in_grace = started is None or now - started < spec.health.startup_grace_seconds
+    return in_grace and not state.pods[pod.uid].served
 
 
 #: Pod findings shown on the service's Degraded condition, most serious first.
@@ -290,7 +295,17 @@ async def health_pass(
         obs = Observations(sample=samples[pod.uid], canary=outcomes.get(pod.uid), config=configs.get(pod.uid))
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
+        if state.pods[pod.uid].canary_failures > health.canary_failures:  # a canary that counted as failed
+            record_canary_failure(namespace, service, pod.name)
         await _execute(mon, state, pod, namespace, actions)
+    publish_engines(
+        namespace,
+        service,
+        {
+            p.name: (verdicts[p.uid].ready, verdicts[p.uid].reason, _loading(p, state, spec, now=mon.wall()))
+            for p in live
+        },
+    )
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
     _launch_canaries(mon, spec, state, answering)
     # a refused roll says most: what was found, on which pod, and which rule held it back

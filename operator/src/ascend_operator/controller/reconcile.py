@@ -3,7 +3,8 @@
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
 2. ensure the Service;
 3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), or, for a
-   multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups);
+   multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
+   spec.routing.inferencePool, the InferencePool (controller/routing.py);
 4. compute the status and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
@@ -18,7 +19,9 @@ from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller.groups import group_status
+from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
+from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
@@ -164,12 +167,16 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
 
     pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
+    previous = body.get("status") or {}
+    # An invalid spec or a deletion keeps the pool (and its condition) as they were.
+    routing = [c for c in (previous_condition(previous),) if c is not None]
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
         if await _apply(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+        # after the pods: routing trouble never delays an engine
+        routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
-    previous = body.get("status") or {}
     status = compute_status(
         Observed(
             generation=generation,
@@ -180,10 +187,12 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             extra=_with_groups(parsed, pods, memory.extra_status),
             overrides=memory.overrides,
             selector=f"{LABEL_SERVICE}={owner.name}",
+            extra_conditions=routing,
         ),
         previous=previous,
         now=ctx.now(),
     )
+    publish_conditions(owner.namespace, owner.name, status["conditions"])
     if status_changed(previous, status):
         await ctx.kube.patch_status(owner.namespace, owner.name, status)
         for event in condition_events(previous, status):

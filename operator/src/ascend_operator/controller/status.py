@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.status import DEGRADED, PROGRESSING, READY
+from ascend_operator.api.status import DEGRADED, INFERENCE_POOL_READY, PROGRESSING, READY
 from ascend_operator.controller.views import PodView
 
 
@@ -29,6 +29,8 @@ class Observed:
     """(type, status, reason, message) that replace the computed condition of that type."""
     selector: str | None = None
     """The engine pods' label selector, published for the scale subresource."""
+    extra_conditions: Sequence[tuple[str, str, str, str]] = ()
+    """Conditions of optional features (InferencePoolReady), appended after the three computed ones."""
 
 
 def _cond(kind: str, ok: bool, reason: str, message: str) -> tuple[str, str, str, str]:
@@ -80,7 +82,7 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
     """The full status dict (camelCase, as stored)."""
     live = [p for p in obs.pods if not p.terminating]
     ready = sum(1 for p in live if p.ready)
-    computed = [_ready(obs, ready), _progressing(obs, ready), _degraded(obs)]
+    computed = [_ready(obs, ready), _progressing(obs, ready), _degraded(obs), *obs.extra_conditions]
     replaced = {kind: (kind, st, reason, msg) for kind, st, reason, msg in obs.overrides}
     before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
     conditions = []
@@ -122,7 +124,8 @@ Event = tuple[str, str, str]
 
 
 def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:
-    """Events for condition transitions worth telling: Degraded turning True (or changing reason), Ready."""
+    """Events for condition transitions worth telling: Degraded turning True (or changing reason), Ready,
+    and the InferencePool going in or out of sync."""
     before = {c["type"]: c for c in (previous or {}).get("conditions") or []}
     events: list[Event] = []
     for cond in new.get("conditions") or []:
@@ -134,4 +137,6 @@ def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any])
             events.append(("Warning", cond["reason"], cond["message"]))
         elif cond["type"] == READY and cond["status"] == "True":
             events.append(("Normal", cond["reason"], cond["message"]))
+        elif cond["type"] == INFERENCE_POOL_READY:
+            events.append(("Normal" if cond["status"] == "True" else "Warning", cond["reason"], cond["message"]))
     return events

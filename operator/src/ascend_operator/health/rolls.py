@@ -57,6 +57,10 @@ class RollDecision:
     message: str
 
 
+#: Every rule `decide_roll` may refuse with (the operator's metrics create a series for each at 0).
+ROLL_RULES = ("PodGone", "InStartupGrace", "RateLimited", "Cooldown", "AnotherReplicaOut", "LastReadyReplica")
+
+
 def decide_roll(
     *, pod: str, reason: RollReason, pods: Sequence[PodState], history: Sequence[float], now: float, cfg: HealthSpec
 ) -> RollDecision:

@@ -83,6 +83,16 @@ def common_labels(owner: Owner) -> dict[str, str]:
     }
 
 
+def serving_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> dict[str, str]:
+    """The labels that select the pods serving this service's API: the Service's selector and the
+    InferencePool's matchLabels. Every engine pod of a single-node service; only the leaders of a
+    multi-node one (workers are `--headless` and serve no HTTP). Pods carry them from creation."""
+    selector = {LABEL_SERVICE: owner.name}
+    if spec.parallelism.nodes > 1:
+        selector.update(LEADER_SELECTOR)
+    return selector
+
+
 def owner_metadata(owner: Owner) -> dict[str, Any]:
     """The controller owner reference, so garbage collection removes children with the service."""
     if owner.uid is None:
@@ -222,15 +232,6 @@ def build_pod(
 LEADER_SELECTOR = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
 
 
-def service_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> dict[str, str]:
-    """Every engine pod of a single-node service; only the leaders of a multi-node one (workers are
-    `--headless` and serve no HTTP)."""
-    selector = {LABEL_SERVICE: owner.name}
-    if spec.parallelism.nodes > 1:
-        selector.update(LEADER_SELECTOR)
-    return selector
-
-
 def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
     """The ClusterIP Service over the ready engine pods."""
     return {
@@ -244,7 +245,7 @@ def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": service_selector(spec, owner),
+            "selector": serving_selector(spec, owner),
             "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
         },
     }

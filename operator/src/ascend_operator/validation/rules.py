@@ -100,6 +100,11 @@ def _no_npu_in_resources(spec: Spec) -> bool:
     return not named & set(KNOWN_NPU_RESOURCES)
 
 
+def _pool_picker_ok(spec: Spec) -> bool:
+    pool = spec.routing.inference_pool
+    return not pool.enabled or pool.endpoint_picker_ref is not None
+
+
 def _env_unique(spec: Spec) -> bool:
     names = [var.name for var in spec.env]
     return len(names) == len(set(names))
@@ -249,6 +254,16 @@ RULES: tuple[Rule, ...] = (
             for part in ("limits", "requests")
         ),
         cel_scope=("resources",),
+    ),
+    Rule(
+        name="InferencePoolNeedsEndpointPicker",
+        field="spec.routing.inferencePool.endpointPickerRef",
+        message="spec.routing.inferencePool.endpointPickerRef is required when spec.routing.inferencePool is "
+        "enabled: a GIE v1 InferencePool must name its endpoint picker (endpointPickerRef is +required)",
+        check=_pool_picker_ok,
+        cel="!has(self.enabled) || !self.enabled || has(self.endpointPickerRef)",
+        cel_scope=("routing", "inferencePool"),
+        cel_field_path=".endpointPickerRef",
     ),
     Rule(
         name="EnvNamesUnique",

@@ -1,0 +1,154 @@
+"""The operator's own Prometheus series: what the chart's PrometheusRule alerts on and the dashboard shows.
+
+Why one module: every series name, its labels and its cleanup live together, so the alert rules, the
+dashboard test and the code that updates them agree on one list (`EXPORTED`). The series are in
+prometheus-client's default registry (`aisctl operator --metrics-port` serves it).
+
+- `ascend_operator_rolls_total{namespace,service,reason}` and `..._rolls_refused_total{...,rule}`: created
+  at 0 for every reason and rule as soon as a service is seen, so `increase()` sees the first roll (a
+  counter series that appears at 1 has no increase to Prometheus);
+- `ascend_operator_service_condition{namespace,service,condition,reason}`: 1 while the condition is True,
+  0 while False; one series per condition, the one with the current reason;
+- `ascend_operator_engine_ready{namespace,service,pod,reason}`: the readiness gate the operator sets on
+  each engine pod (1 ready, 0 not) with its verdict's reason (EngineNotAnswering, Stalled, ...);
+- `ascend_operator_engine_loading{namespace,service,pod}`: 1 while a pod that was never Ready is inside
+  its startup grace (~292 GB of weights load for minutes, and the engine answers nothing meanwhile), so an
+  alert on engines not answering can leave loading ones out;
+- `ascend_operator_canary_failures_total{namespace,service,pod}`: canaries that counted as failures (no
+  tokens in time and no forward progress meanwhile: the judgement of health/judge.py fold_canary).
+Series of a pod or service that is gone are removed, so a deleted service leaves no alert behind.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from ascend_operator.health.rolls import ROLL_RULES, RollReason
+
+ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
+REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])
+SERVICE_CONDITION = Gauge(
+    "ascend_operator_service_condition",
+    "1 while the service's condition is True, 0 while False, labelled with its current reason",
+    ["namespace", "service", "condition", "reason"],
+)
+ENGINE_READY = Gauge(
+    "ascend_operator_engine_ready",
+    "The operator's readiness verdict of an engine pod (1 ready, 0 not) with its reason",
+    ["namespace", "service", "pod", "reason"],
+)
+ENGINE_LOADING = Gauge(
+    "ascend_operator_engine_loading",
+    "1 while an engine pod that was never Ready is inside its startup grace, else 0",
+    ["namespace", "service", "pod"],
+)
+CANARY_FAILURES = Counter(
+    "ascend_operator_canary_failures",
+    "Generation canaries that returned no tokens in time while the engine made no forward progress",
+    ["namespace", "service", "pod"],
+)
+
+#: Every series name the operator exports (counters with their `_total` suffix as scraped).
+EXPORTED = frozenset(
+    {
+        "ascend_operator_rolls_total",
+        "ascend_operator_rolls_refused_total",
+        "ascend_operator_service_condition",
+        "ascend_operator_engine_ready",
+        "ascend_operator_engine_loading",
+        "ascend_operator_canary_failures_total",
+    }
+)
+
+Key = tuple[str, str]
+#: Label values set per service and metric, so what is gone can be removed (prometheus-client keeps
+#: every label set it ever saw otherwise).
+_SERIES: dict[Key, dict[str, set[tuple[str, ...]]]] = {}
+_METRICS: dict[str, Any] = {
+    "rolls": ROLLS,
+    "refused": REFUSED,
+    "condition": SERVICE_CONDITION,
+    "engine": ENGINE_READY,
+    "loading": ENGINE_LOADING,
+    "canary": CANARY_FAILURES,
+}
+
+
+def _track(key: Key, metric: str, labels: tuple[str, ...]) -> None:
+    _SERIES.setdefault(key, {}).setdefault(metric, set()).add(labels)
+
+
+def _drop(key: Key, metric: str, keep: Iterable[tuple[str, ...]]) -> None:
+    """Remove the series of `metric` for this service that are not in `keep`."""
+    kept = set(keep)
+    known = _SERIES.get(key, {}).get(metric, set())
+    for labels in known - kept:
+        _METRICS[metric].remove(*labels)
+    if key in _SERIES:
+        _SERIES[key][metric] = known & kept
+
+
+def start_service(namespace: str, service: str) -> None:
+    """Create the service's roll counters at 0 (idempotent)."""
+    key = (namespace, service)
+    for reason in RollReason:
+        ROLLS.labels(namespace, service, reason.value)
+        _track(key, "rolls", (namespace, service, reason.value))
+    for rule in ROLL_RULES:
+        REFUSED.labels(namespace, service, rule)
+        _track(key, "refused", (namespace, service, rule))
+
+
+def record_roll(namespace: str, service: str, reason: RollReason) -> None:
+    ROLLS.labels(namespace, service, reason.value).inc()
+    _track((namespace, service), "rolls", (namespace, service, reason.value))
+
+
+def record_refusal(namespace: str, service: str, rule: str) -> None:
+    REFUSED.labels(namespace, service, rule).inc()
+    _track((namespace, service), "refused", (namespace, service, rule))
+
+
+def publish_conditions(namespace: str, service: str, conditions: Iterable[Mapping[str, Any]]) -> None:
+    """Set the condition gauges from a computed status's conditions."""
+    key = (namespace, service)
+    current = []
+    for cond in conditions:
+        labels = (namespace, service, str(cond["type"]), str(cond["reason"]))
+        SERVICE_CONDITION.labels(*labels).set(1.0 if cond["status"] == "True" else 0.0)
+        _track(key, "condition", labels)
+        current.append(labels)
+    _drop(key, "condition", current)
+
+
+def publish_engines(namespace: str, service: str, engines: Mapping[str, tuple[bool, str, bool]]) -> None:
+    """Set each live pod's series (pod name -> (ready, reason, loading)); pods not given are dropped."""
+    key = (namespace, service)
+    current = []
+    for pod, (ready, reason, loading) in engines.items():
+        labels = (namespace, service, pod, reason)
+        ENGINE_READY.labels(*labels).set(1.0 if ready else 0.0)
+        _track(key, "engine", labels)
+        current.append(labels)
+        ENGINE_LOADING.labels(namespace, service, pod).set(1.0 if loading else 0.0)
+        _track(key, "loading", (namespace, service, pod))
+        CANARY_FAILURES.labels(namespace, service, pod)  # at 0 from the first pass: increase() sees the first
+        _track(key, "canary", (namespace, service, pod))
+    pods = [(namespace, service, pod) for pod in engines]
+    _drop(key, "engine", current)
+    _drop(key, "loading", pods)
+    _drop(key, "canary", pods)
+
+
+def record_canary_failure(namespace: str, service: str, pod: str) -> None:
+    CANARY_FAILURES.labels(namespace, service, pod).inc()
+    _track((namespace, service), "canary", (namespace, service, pod))
+
+
+def forget_service(namespace: str, service: str) -> None:
+    """Remove every series of a service (it was deleted, or this operator stopped managing it)."""
+    key = (namespace, service)
+    for metric in list(_SERIES.get(key, {})):
+        _drop(key, metric, ())
+    _SERIES.pop(key, None)

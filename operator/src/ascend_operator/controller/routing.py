@@ -1,0 +1,175 @@
+"""The reconcile step that keeps a service's InferencePool in step with its spec, and says so.
+
+Why a step of its own: the pool is optional and lives in an API group the cluster may not serve. A
+missing CRD, RBAC without the rule, a pool of the same name that someone else owns, or a pool the API
+server rejects must each become an `InferencePoolReady=False` condition (and an event, through
+`condition_events`) with the fix in its message, never a failed pass: the engines keep serving through
+their Service whatever happens to routing.
+
+What is decided is pure (`plan_pool`); `sync_inference_pool` only does the calls it asks for. The pool
+carries a controller owner reference to the service, so garbage collection deletes it with the service;
+turning routing off deletes it here (only a pool this service owns, by uid).
+"""
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+import kopf
+
+from ascend_operator.api.constants import POOL_CRD
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import INFERENCE_POOL_READY
+from ascend_operator.clients.kube import ApiRefused, KubeApi
+from ascend_operator.render.inferencepool import build_inference_pool, pool_name
+from ascend_operator.render.pod import Owner
+
+ConditionTuple = tuple[str, str, str, str]
+"""(type, status, reason, message), as `Observed.extra_conditions` takes them."""
+
+#: The chart value that grants the operator the inferencepools rule.
+CHART_VALUE = "routing.inferencePool.enabled=true"
+
+
+class PoolAction(StrEnum):
+    """What to do with the pool."""
+
+    CREATE = "Create"
+    REPLACE_SPEC = "ReplaceSpec"
+    NONE = "None"
+    NOT_OWNED = "NotOwned"
+
+
+def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether `obj` has a controller owner reference to the object with this uid."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(r.get("uid") == uid and r.get("controller") for r in refs)
+
+
+def plan_pool(desired: Mapping[str, Any], current: Mapping[str, Any] | None, *, uid: str | None) -> PoolAction:
+    """Create a missing pool, leave a foreign one alone, replace a drifted spec of our own."""
+    if current is None:
+        return PoolAction.CREATE
+    if not owned_by(current, uid):
+        return PoolAction.NOT_OWNED
+    return PoolAction.NONE if current.get("spec") == desired["spec"] else PoolAction.REPLACE_SPEC
+
+
+def accepted_by(current: Mapping[str, Any] | None) -> list[str]:
+    """The parents (gateways) whose status entry says Accepted=True (GIE v1 InferencePoolStatus.parents,
+    inferencepool_types.go:162-203; the condition type "Accepted", :230)."""
+    accepted = []
+    for parent in ((current or {}).get("status") or {}).get("parents") or []:
+        conditions = {c.get("type"): c.get("status") for c in parent.get("conditions") or []}
+        if conditions.get("Accepted") == "True":
+            ref = parent.get("parentRef") or {}
+            where = f"{ref['namespace']}/" if ref.get("namespace") else ""
+            accepted.append(f"{ref.get('kind') or 'Gateway'} {where}{ref.get('name', '')}")
+    return accepted
+
+
+def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> ConditionTuple:
+    spec = desired["spec"]
+    labels = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
+    ref = spec["endpointPickerRef"]
+    parents = accepted_by(current)
+    accepted = f"; accepted by {', '.join(parents)}" if parents else "; no gateway has accepted it yet"
+    return (
+        INFERENCE_POOL_READY,
+        "True",
+        "Synced",
+        f"InferencePool {desired['metadata']['name']} selects pods {labels} on port "
+        f"{spec['targetPorts'][0]['number']}; endpoint picker Service {ref['name']}:{ref['port']['number']}" + accepted,
+    )
+
+
+def crd_missing(name: str) -> ConditionTuple:
+    return (
+        INFERENCE_POOL_READY,
+        "False",
+        "CRDNotInstalled",
+        f"InferencePool {name} cannot be created: the API server does not serve {POOL_CRD} (v1); install the "
+        "Gateway API Inference Extension v1 CRDs. The engines still serve through their Service.",
+    )
+
+
+def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionTuple:
+    if exc.status == 403:
+        return (
+            INFERENCE_POOL_READY,
+            "False",
+            "Forbidden",
+            f"the operator may not manage InferencePool {name} in {namespace} ({exc.message}); install the "
+            f"chart with {CHART_VALUE}",
+        )
+    return (
+        INFERENCE_POOL_READY,
+        "False",
+        "Rejected",
+        f"the API server rejected InferencePool {name}: {exc.message}",
+    )
+
+
+def previous_condition(previous: Mapping[str, Any] | None) -> ConditionTuple | None:
+    """The InferencePoolReady condition of the stored status, if any."""
+    for cond in (previous or {}).get("conditions") or []:
+        if cond.get("type") == INFERENCE_POOL_READY:
+            return (INFERENCE_POOL_READY, cond["status"], cond["reason"], cond.get("message", ""))
+    return None
+
+
+async def _remove(kube: KubeApi, owner: Owner) -> ConditionTuple | None:
+    """Delete the pool this service owns (routing was turned off); None once nothing of ours is left, else
+    the condition that keeps the removal pending for the next pass."""
+    name = pool_name(owner)
+    try:
+        current = await kube.read_inference_pool(owner.namespace, name)
+        if current is not None and owned_by(current, owner.uid):
+            await kube.delete_inference_pool(owner.namespace, name, current["metadata"]["uid"])
+    except ApiRefused as exc:
+        if exc.status == 403:
+            return _refused(exc, name, owner.namespace)
+    except kopf.TemporaryError as exc:
+        return (INFERENCE_POOL_READY, "Unknown", "Retrying", f"removing InferencePool {name}: {exc}")
+    return None
+
+
+async def sync_inference_pool(
+    kube: KubeApi, spec: AscendInferenceServiceSpec, owner: Owner, previous: Mapping[str, Any] | None
+) -> Sequence[ConditionTuple]:
+    """Make the cluster's pool match the spec; the condition to report (none when routing is off)."""
+    if not spec.routing.inference_pool.enabled:
+        if previous_condition(previous) is None:
+            return ()  # routing was never on: no call to an API group that may not exist
+        left = await _remove(kube, owner)
+        return () if left is None else (left,)
+    desired = build_inference_pool(spec, owner=owner)
+    name = desired["metadata"]["name"]
+    try:
+        current = await kube.read_inference_pool(owner.namespace, name)
+        action = plan_pool(desired, current, uid=owner.uid)
+        if action is PoolAction.CREATE:
+            made = await kube.create_inference_pool(desired)
+            if made is None:
+                return (crd_missing(name),)
+            if made is False:  # created by a racing pass or by someone else: judged on the next pass
+                current = await kube.read_inference_pool(owner.namespace, name)
+                if current is not None and not owned_by(current, owner.uid):
+                    action = PoolAction.NOT_OWNED
+        elif action is PoolAction.REPLACE_SPEC:
+            await kube.replace_inference_pool_spec(owner.namespace, name, desired["spec"])
+    except ApiRefused as exc:
+        return (_refused(exc, name, owner.namespace),)
+    except kopf.TemporaryError as exc:  # the API server did not answer: say so, retry on the next pass
+        return ((INFERENCE_POOL_READY, "Unknown", "Retrying", f"InferencePool {name}: {exc}"),)
+    if action is PoolAction.NOT_OWNED:
+        return (
+            (
+                INFERENCE_POOL_READY,
+                "False",
+                "NotOwned",
+                f"an InferencePool {name} exists in {owner.namespace} that this service does not own; the operator "
+                "leaves it alone: delete it or rename the service",
+            ),
+        )
+    return (_synced(desired, current),)

@@ -1,0 +1,112 @@
+"""The operator's own series, as Prometheus scrapes them: what the chart's alerts and dashboard read.
+
+Why it exists: an alert on `increase(ascend_operator_rolls_total[1h])` never fires for a service's first
+roll if the series appears at 1, and a deleted service whose series stay behind keeps an alert firing
+forever. These tests read the default registry's exposition, as a scrape would.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ascend_operator.controller import metrics
+from ascend_operator.health import rolls
+from ascend_operator.health.rolls import ROLL_RULES, RollReason
+
+
+def _series(namespace: str, service: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """name + labels (without namespace/service) -> value, for one service's series."""
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(REGISTRY).decode()):
+        for s in family.samples:
+            if s.labels.get("namespace") == namespace and s.labels.get("service") == service:
+                if s.name.endswith("_created"):
+                    continue
+                rest = tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("namespace", "service")))
+                out[(s.name, rest)] = s.value
+    return out
+
+
+def test_roll_counters_exist_at_zero_before_the_first_roll() -> None:
+    metrics.start_service("ns-a", "svc")
+    series = _series("ns-a", "svc")
+    for reason in RollReason:
+        assert series[("ascend_operator_rolls_total", (("reason", reason.value),))] == 0.0
+    for rule in ROLL_RULES:
+        assert series[("ascend_operator_rolls_refused_total", (("rule", rule),))] == 0.0
+    metrics.record_roll("ns-a", "svc", RollReason.STALLED)
+    metrics.record_refusal("ns-a", "svc", "RateLimited")
+    series = _series("ns-a", "svc")
+    assert series[("ascend_operator_rolls_total", (("reason", "Stalled"),))] == 1.0
+    assert series[("ascend_operator_rolls_refused_total", (("rule", "RateLimited"),))] == 1.0
+    metrics.forget_service("ns-a", "svc")
+    assert _series("ns-a", "svc") == {}
+
+
+def test_every_rule_the_roll_policy_refuses_with_is_listed() -> None:
+    source = inspect.getsource(rolls.decide_roll)
+    used = set(re.findall(r'rule="([A-Za-z]+)"', source))
+    assert used - {"Allowed"} == set(ROLL_RULES)
+
+
+def test_condition_gauge_keeps_one_series_per_condition_with_the_current_reason() -> None:
+    metrics.publish_conditions(
+        "ns-b",
+        "svc",
+        [
+            {"type": "Ready", "status": "True", "reason": "AllReplicasReady"},
+            {"type": "Degraded", "status": "True", "reason": "Stalled"},
+        ],
+    )
+    assert _series("ns-b", "svc") == {
+        ("ascend_operator_service_condition", (("condition", "Ready"), ("reason", "AllReplicasReady"))): 1.0,
+        ("ascend_operator_service_condition", (("condition", "Degraded"), ("reason", "Stalled"))): 1.0,
+    }
+    metrics.publish_conditions(
+        "ns-b",
+        "svc",
+        [
+            {"type": "Ready", "status": "True", "reason": "AllReplicasReady"},
+            {"type": "Degraded", "status": "False", "reason": "AsExpected"},
+        ],
+    )
+    assert _series("ns-b", "svc") == {
+        ("ascend_operator_service_condition", (("condition", "Ready"), ("reason", "AllReplicasReady"))): 1.0,
+        ("ascend_operator_service_condition", (("condition", "Degraded"), ("reason", "AsExpected"))): 0.0,
+    }
+    metrics.forget_service("ns-b", "svc")
+    assert _series("ns-b", "svc") == {}
+
+
+def test_engine_series_follow_the_live_pods() -> None:
+    metrics.publish_engines(
+        "ns-c", "svc", {"svc-0": (True, "CanaryPassing", False), "svc-1": (False, "EngineNotAnswering", True)}
+    )
+    metrics.record_canary_failure("ns-c", "svc", "svc-1")
+    series = _series("ns-c", "svc")
+    assert series[("ascend_operator_engine_ready", (("pod", "svc-0"), ("reason", "CanaryPassing")))] == 1.0
+    assert series[("ascend_operator_engine_ready", (("pod", "svc-1"), ("reason", "EngineNotAnswering")))] == 0.0
+    assert series[("ascend_operator_engine_loading", (("pod", "svc-0"),))] == 0.0
+    assert series[("ascend_operator_engine_loading", (("pod", "svc-1"),))] == 1.0
+    assert series[("ascend_operator_canary_failures_total", (("pod", "svc-0"),))] == 0.0
+    assert series[("ascend_operator_canary_failures_total", (("pod", "svc-1"),))] == 1.0
+    metrics.publish_engines("ns-c", "svc", {"svc-0": (False, "Stalled", False)})  # svc-1 scaled away
+    assert _series("ns-c", "svc") == {
+        ("ascend_operator_engine_ready", (("pod", "svc-0"), ("reason", "Stalled"))): 0.0,
+        ("ascend_operator_engine_loading", (("pod", "svc-0"),)): 0.0,
+        ("ascend_operator_canary_failures_total", (("pod", "svc-0"),)): 0.0,
+    }
+    metrics.forget_service("ns-c", "svc")
+
+
+def test_exported_names_are_the_registered_series() -> None:
+    metrics.start_service("ns-d", "svc")
+    metrics.publish_conditions("ns-d", "svc", [{"type": "Ready", "status": "True", "reason": "X"}])
+    metrics.publish_engines("ns-d", "svc", {"svc-0": (True, "CanaryPassing", False)})
+    names = {name for name, _ in _series("ns-d", "svc")}
+    assert names == metrics.EXPORTED
+    metrics.forget_service("ns-d", "svc")
