@@ -19,12 +19,12 @@ def aisctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[
     )
 
 
-def test_render_prints_pod_and_service_and_nothing_on_stderr() -> None:
+def test_render_prints_pod_service_and_network_policy_and_nothing_on_stderr() -> None:
     result = aisctl("render", "-f", str(EXAMPLE))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
-    assert kinds == ["Pod", "Service"]
+    assert kinds == ["Pod", "Service", "NetworkPolicy"]
 
 
 def test_render_of_a_two_node_spec_prints_one_leader_worker_set_and_the_service() -> None:

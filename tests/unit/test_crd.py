@@ -55,7 +55,7 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     rules = [rule for _, node in _walk(_schema()) for rule in node.get("x-kubernetes-validations", [])]
     expected = [(r.cel, r.message) for r in RULES if r.cel is not None]
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
-    assert len(expected) == 10  # every rule but the two over the free-form additionalConfig.extra map and env
+    assert len(expected) == 12  # every rule but the two over the free-form additionalConfig.extra map and env
 
 
 def test_defaults_are_the_seed_production_knobs() -> None:

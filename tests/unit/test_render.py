@@ -108,7 +108,12 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                         "failureThreshold": 3,
                         "successThreshold": 1,
                     },
-                    "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+                    "securityContext": {
+                        "privileged": False,
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": False,
+                        "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"]},
+                    },
                 }
             ],
             "volumes": [

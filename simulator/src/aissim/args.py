@@ -75,6 +75,9 @@ class SimConfig:
     sim: SimOptions = field(default_factory=SimOptions)
     group: GroupArgs | None = None
     """A multi-node group's flags; None for a single-node engine."""
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Bearer tokens /v1 requires: `--api-key` over VLLM_API_KEY, as
+    vllm/entrypoints/openai/api_server.py:251-255 takes them; empty: no key."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -296,7 +299,10 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
     max_model_len = int(ns.max_model_len or 163840)
     mbt_value = int(mbt) if mbt else 8192
     spec = parse_json_arg(ns.speculative_config, flag="--speculative-config")
-    known = {k: v for k, v in vars(ns).items() if v is not None and k != "model_tag"}
+    # the key is never echoed (logs, /sim/state): only whether one is set
+    known = {k: v for k, v in vars(ns).items() if v is not None and k not in ("model_tag", "api_key")}
+    # the contract reads --api-key as one value (vLLM's own parser takes a list, cli_args.py:264)
+    api_keys = tuple(key for key in ([ns.api_key] if ns.api_key else [environ.get("VLLM_API_KEY")]) if key)
     return SimConfig(
         model=model,
         served_model_names=tuple(ns.served_model_name or [model]),
@@ -328,4 +334,5 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
             start_rank=ns.data_parallel_start_rank,
             headless=bool(ns.headless),
         ),
+        api_keys=api_keys,
     )

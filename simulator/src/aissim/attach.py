@@ -5,9 +5,13 @@ starts `aissim serve` with the pod's own rendered args, bound to the pod's 127.x
 When the pod goes (or is replaced), its simulator is stopped; a simulator that exits (the `crash` fault)
 is restarted after a short back-off, as the kubelet restarts a container. Tests, the demo and users share
 this command. Simulator settings reach the children through the AIS_SIM_* environment (see sim/cli.py).
+Env vars the engine container takes from a Secret (the API key's secretKeyRef) are read through the API
+and handed to the child, as the kubelet resolves them at container start; plain `value` entries are not
+(the simulator models none of the profile's variables).
 """
 
 import argparse
+import base64
 import logging
 import os
 import re
@@ -15,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,8 @@ class Target:
     ip: str
     args: tuple[str, ...]
     port: int
+    secret_env: tuple[tuple[str, str, str], ...] = ()
+    """(variable, Secret name, key) of each env entry from a secretKeyRef."""
 
 
 @dataclass
@@ -102,9 +108,11 @@ def target_of(pod: Mapping[str, Any], pod_ips: Mapping[tuple[str, str], str] | N
     ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
     if args[:1] == ["vllm"]:  # the engine command rendered as args (the pod keeps the image's ENTRYPOINT)
         args = args[1:]
+    refs = [(e["name"], e.get("valueFrom", {}).get("secretKeyRef")) for e in engine.get("env") or []]
     return Target(
         uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
         args=tuple(args), port=int(ports[0]) if ports else 8000,
+        secret_env=tuple((name, ref["name"], ref["key"]) for name, ref in refs if ref),
     )  # fmt: skip
 
 
@@ -117,9 +125,31 @@ def pod_ips(pods: list[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
     }
 
 
-def spawn(target: Target, *, log_dir: Path | None) -> subprocess.Popen[bytes]:
+SecretEnv = Callable[[Target], dict[str, str]]
+
+
+def no_secrets(target: Target) -> dict[str, str]:
+    """For a cluster-less run: no Secret values."""
+    return {}
+
+
+def secret_reader(core: client.CoreV1Api) -> SecretEnv:
+    """Resolve a target's secretKeyRef env through the API (the values are never logged)."""
+
+    def resolve(target: Target) -> dict[str, str]:
+        env = {}
+        for var, secret, key in target.secret_env:
+            data = core.read_namespaced_secret(secret, target.namespace).data or {}
+            if key in data:
+                env[var] = base64.b64decode(data[key]).decode()
+        return env
+
+    return resolve
+
+
+def spawn(target: Target, *, log_dir: Path | None, secrets: SecretEnv = no_secrets) -> subprocess.Popen[bytes]:
     """Start `aissim serve <pod args>` on the pod's address."""
-    env = {**os.environ, "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
+    env = {**os.environ, **secrets(target), "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
     out: Any = subprocess.DEVNULL
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -141,7 +171,14 @@ def stop(child: Child) -> None:
             child.process.wait()
 
 
-def sync(children: dict[str, Child], targets: list[Target], *, now: float, log_dir: Path | None) -> None:
+def sync(
+    children: dict[str, Child],
+    targets: list[Target],
+    *,
+    now: float,
+    log_dir: Path | None,
+    secrets: SecretEnv = no_secrets,
+) -> None:
     """Make the running simulators match the pods."""
     wanted = {t.uid: t for t in targets}
     for uid in [u for u in children if u not in wanted]:
@@ -149,13 +186,13 @@ def sync(children: dict[str, Child], targets: list[Target], *, now: float, log_d
     for uid, target in wanted.items():
         child = children.get(uid)
         if child is None:
-            children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir))
+            children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir, secrets=secrets))
         elif child.process.poll() is not None:
             if child.exited_at is None:
                 child.exited_at = now
                 log.info("sim for %s exited with %s", target.name, child.process.returncode)
             elif now - child.exited_at >= RESTART_BACKOFF_SECONDS:
-                children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir))
+                children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir, secrets=secrets))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
                     pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
                 raw = [api.sanitize_for_serialization(p) for p in pods.items]
                 ips = pod_ips(raw)
-                sync(children, [t for p in raw if (t := target_of(p, ips))], now=time.monotonic(), log_dir=log_dir)
+                targets = [t for p in raw if (t := target_of(p, ips))]
+                sync(children, targets, now=time.monotonic(), log_dir=log_dir, secrets=secret_reader(core))
             except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
                 log.warning("listing pods failed: %s", exc)
             time.sleep(args.interval)

@@ -10,6 +10,9 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
   "period_s": 600}, {"fault": "crash", "exit_code": 3, "after_s": 0}; DELETE /sim/faults clears all
   (or one with ?fault=NAME). slow-start and drop-args act before the engine exists and are refused with
   409 here; use --sim-load-seconds / --sim-drop-args.
+- With an API key (`--api-key` or VLLM_API_KEY), requests under /v1, /v2 and /inference without a matching
+  `Authorization: Bearer <key>` get 401 {"error": "Unauthorized"}, OPTIONS excepted; /health, /metrics,
+  /version and /sim stay open (vllm/entrypoints/serve/utils/server_utils.py:42-93).
 - GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
   config (known flags, flags dropped).
 """
@@ -17,6 +20,8 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -54,12 +59,41 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status)
 
 
+#: The path prefixes vLLM's AuthenticationMiddleware guards (vllm/entrypoints/serve/utils/server_utils.py:42).
+GUARDED_PREFIX = ("/v1", "/v2", "/inference")
+
+
+def bearer_ok(header: str | None, tokens: tuple[str, ...]) -> bool:
+    """vLLM's check: scheme `bearer` (any case), the rest compared by digest in constant time."""
+    scheme, _, param = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    digest = hashlib.sha256(param.encode()).digest()
+    return any(hmac.compare_digest(digest, hashlib.sha256(t.encode()).digest()) for t in tokens)
+
+
+def auth_middleware(tokens: tuple[str, ...]) -> Any:
+    """401 on guarded paths without a matching bearer token."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        guarded = request.method != "OPTIONS" and request.path.startswith(GUARDED_PREFIX)
+        if guarded and not bearer_ok(request.headers.get("Authorization"), tokens):
+            return _json({"error": "Unauthorized"}, 401)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return check
+
+
 def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Application:
     cfg = engine.cfg
     created = int(time.time())
     # vLLM's uvicorn server has no request-body limit; aiohttp's default (1 MiB) would refuse a 256K-token
     # text prompt (~1 MB), which `aisctl bench prefill` / `mixed` send as real text.
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(
+        client_max_size=64 * 1024 * 1024, middlewares=[auth_middleware(cfg.api_keys)] if cfg.api_keys else []
+    )
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=200)

@@ -5,7 +5,7 @@ which also carries their CEL twins for the CRD.
 """
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -13,9 +13,12 @@ from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.routing import RoutingSpec
+from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+#: Docker's default capabilities that concern file access (see RuntimeSpec.capabilities).
+ENGINE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
 
 
@@ -126,6 +129,19 @@ class RuntimeSpec(ApiModel):
         pattern=QUANTITY,
         description="Size of the memory-backed /dev/shm (engine workers exchange tensors through it).",
     )
+    read_only_root_filesystem: bool = Field(
+        default=False,
+        description="Mount the engine's root filesystem read-only, with emptyDirs on the paths vLLM and "
+        "vllm-ascend write (/tmp, ~/.cache, ~/.triton, ~/ascend, the /workspace workdir). Off by default: "
+        "CANN writes outside these paths is not verified without an NPU.",
+    )
+    capabilities: list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]] = Field(
+        default_factory=lambda: list(ENGINE_CAPABILITIES),
+        description="Linux capabilities the engine keeps; all others are dropped. The default keeps the "
+        "file-permission ones of Docker's default set (vllm-ascend's container guide runs `docker run` "
+        "without --privileged or --cap-add), for a root process reading driver files it does not own; "
+        "NET_RAW, MKNOD, SETUID, SETGID, KILL and the rest go. [] drops all (not verified on an NPU).",
+    )
 
 
 class EnvVar(ApiModel):
@@ -170,3 +186,7 @@ class AscendInferenceServiceSpec(ApiModel):
     scheduling: Scheduling = Field(default_factory=Scheduling, description="Node placement.")
     health: HealthSpec = Field(default_factory=HealthSpec, description="Canary, stall and drift detection, rolls.")
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="InferencePool for GIE gateways.")
+    auth: AuthSpec = Field(default_factory=AuthSpec, description="The engine's API key.")
+    network_policy: NetworkPolicySpec = Field(
+        default_factory=NetworkPolicySpec, description="Who may reach the engine port."
+    )

@@ -19,6 +19,7 @@ from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
+from ascend_operator.render.netpol import build_network_policy
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec
 from ascend_operator.validation.budget import plan_budget
@@ -64,6 +65,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         objects.append(build_service(svc.spec, owner=owner))
         if svc.spec.routing.inference_pool.enabled:
             objects.append(build_inference_pool(svc.spec, owner=owner))
+        policy = build_network_policy(svc.spec, owner=owner, operator=operator_cmd.operator_peer(args))
+        if policy is not None:
+            objects.append(policy)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0
 
@@ -91,11 +95,12 @@ def cmd_docs(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aisctl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    render = sub.add_parser("render", help="print the pods, Service and InferencePool a spec becomes")
+    render = sub.add_parser("render", help="print the pods, Service, NetworkPolicy and InferencePool a spec becomes")
     render.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
     render.add_argument(
         "--npu-resource", default=NPU_RESOURCE, help="NPU resource name, as `aisctl operator --npu-resource`"
     )
+    operator_cmd.add_operator_identity(render)
     render.set_defaults(func=cmd_render)
     plan = sub.add_parser("plan", help="print the HBM/KV budget per NPU with its verdict")
     plan.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")

@@ -3,11 +3,13 @@
 import argparse
 import asyncio
 import logging
+import os
 import random
 
 import kopf
 
 from ascend_operator.api.constants import NPU_RESOURCE
+from ascend_operator.render.netpol import DEFAULT_OPERATOR_LABELS, DEFAULT_OPERATOR_NAMESPACE, OperatorPeer
 
 #: Upper bound of a random peering priority (kopf compares plain ints; a tie pauses every tied operator).
 MAX_RANDOM_PRIORITY = 2**31 - 1
@@ -18,6 +20,34 @@ def peering_priority(value: str) -> int:
     if value == "random":
         return random.randint(1, MAX_RANDOM_PRIORITY)
     return int(value)
+
+
+def label(value: str) -> tuple[str, str]:
+    """`key=value`."""
+    key, sep, val = value.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected key=value")
+    return key, val
+
+
+def add_operator_identity(parser: argparse.ArgumentParser) -> None:
+    """Where the operator's pods are, for the NetworkPolicies that admit them (operator and render)."""
+    parser.add_argument(
+        "--operator-namespace", default=os.environ.get("AIS_OPERATOR_NAMESPACE") or DEFAULT_OPERATOR_NAMESPACE,
+        help="namespace of the operator's pods, admitted by each service's NetworkPolicy "
+        f"(default: $AIS_OPERATOR_NAMESPACE or {DEFAULT_OPERATOR_NAMESPACE})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--operator-pod-label", type=label, action="append", default=None, metavar="KEY=VALUE",
+        help="a label of the operator's pods (repeatable; default: "
+        + ",".join(f"{k}={v}" for k, v in DEFAULT_OPERATOR_LABELS.items()) + ")",
+    )  # fmt: skip
+
+
+def operator_peer(args: argparse.Namespace) -> OperatorPeer:
+    """The identity the flags give."""
+    labels = dict(args.operator_pod_label) if args.operator_pod_label else dict(DEFAULT_OPERATOR_LABELS)
+    return OperatorPeer(namespace=args.operator_namespace, pod_labels=labels)
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -44,6 +74,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         help="the Ascend device plugin's NPU resource name: huawei.com/Ascend910 (MindCluster, the default) or "
         "huawei.com/ascend-1980 (Huawei Cloud CCE)",
     )  # fmt: skip
+    add_operator_identity(op)
     op.set_defaults(func=run_operator)
 
 
@@ -55,6 +86,7 @@ def run_operator(args: argparse.Namespace) -> int:
     memo = kopf.Memo()
     memo.resync_seconds = args.resync_seconds or handlers.DEFAULT_RESYNC_SECONDS
     memo.npu_resource = args.npu_resource
+    memo.operator_peer = operator_peer(args)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 

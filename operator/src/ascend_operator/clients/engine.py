@@ -3,6 +3,10 @@
 Every call has its own timeout, and `scrape_all` runs them concurrently, so one slow or hung pod never
 delays the judgement of another. A failed call is a result (`None` or a failed canary), never an
 exception that could end the health loop.
+
+With an API key, /v1 calls carry `Authorization: Bearer <key>` (vLLM guards /v1, /v2 and /inference:
+vllm/entrypoints/serve/utils/server_utils.py:42, :90); /metrics never does, as vLLM serves it open. Errors
+are reported by type name or HTTP status only, so a key never reaches a log line or an event.
 """
 
 import asyncio
@@ -22,6 +26,13 @@ class CanaryResult:
     seconds: float
     tokens: int
     error: str = ""
+    status: int | None = None
+    """HTTP status, None when no answer came (401: the key was refused)."""
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header vLLM checks, or none."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 class EngineClient:
@@ -42,16 +53,20 @@ class EngineClient:
         except (aiohttp.ClientError, TimeoutError):
             return None
 
-    async def get_json(self, url: str, *, timeout: float) -> Mapping[str, Any] | None:
+    async def get_json(self, url: str, *, timeout: float, api_key: str | None = None) -> Mapping[str, Any] | None:
         """GET a JSON object (e.g. /v1/models); None on any failure."""
         try:
-            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            async with self._session.get(
+                url, timeout=aiohttp.ClientTimeout(total=timeout), headers=auth_headers(api_key)
+            ) as resp:
                 body = await resp.json() if resp.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
         return body if isinstance(body, Mapping) else None
 
-    async def canary(self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float) -> CanaryResult:
+    async def canary(
+        self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float, api_key: str | None = None
+    ) -> CanaryResult:
         """A few prompt tokens in, `max_tokens` out (ignore_eos, temperature 0): only a real forward counts."""
         body = {
             "model": model,
@@ -64,7 +79,10 @@ class EngineClient:
         start = time.monotonic()
         try:
             async with self._session.post(
-                f"{base}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=timeout)
+                f"{base}/v1/completions",
+                json=body,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+                headers=auth_headers(api_key),
             ) as resp:
                 payload = await resp.json() if resp.status == 200 else {}
                 status = resp.status
@@ -75,7 +93,7 @@ class EngineClient:
         tokens = int(((payload or {}).get("usage") or {}).get("completion_tokens") or 0)
         ok = status == 200 and tokens >= 1
         error = "" if ok else f"HTTP {status}, {tokens} tokens"
-        return CanaryResult(ok=ok, seconds=time.monotonic() - start, tokens=tokens, error=error)
+        return CanaryResult(ok=ok, seconds=time.monotonic() - start, tokens=tokens, error=error, status=status)
 
 
 async def scrape_all(client: EngineClient, urls: Sequence[str], *, timeout: float) -> list[str | None]:

@@ -6,6 +6,8 @@ makes every reconcile step idempotent), and anything transient becomes `kopf.Tem
 """
 
 import asyncio
+import base64
+import binascii
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -69,6 +71,7 @@ class KubeApi:
         self._api = api_client or client.ApiClient()
         self._core = client.CoreV1Api(self._api)
         self._custom = client.CustomObjectsApi(self._api)
+        self._net = client.NetworkingV1Api(self._api)
 
     async def _call(
         self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
@@ -109,11 +112,42 @@ class KubeApi:
         return None if obj is None else dict(cast(Mapping[str, Any], obj))
 
     async def create(self, body: Mapping[str, Any]) -> bool:
-        """Create a pod or Service; False when it already exists (a retried or repeated step)."""
-        kind = body["kind"]
-        create = self._core.create_namespaced_pod if kind == "Pod" else self._core.create_namespaced_service
+        """Create a pod, Service or NetworkPolicy; False when it already exists (a retried or repeated step)."""
+        creators: dict[str, Callable[..., Any]] = {
+            "Pod": self._core.create_namespaced_pod,
+            "Service": self._core.create_namespaced_service,
+            "NetworkPolicy": self._net.create_namespaced_network_policy,
+        }
+        create = creators[body["kind"]]
         made = await self._call(create, body["metadata"]["namespace"], dict(body), tolerate=frozenset({409}))
         return made is not None
+
+    async def read_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The NetworkPolicy, or None."""
+        read = self._net.read_namespaced_network_policy
+        policy = await self._call(read, name, namespace, tolerate=frozenset({404}))
+        return None if policy is None else dict(self._api.sanitize_for_serialization(policy))
+
+    async def patch_network_policy(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Strategic-merge-patch a NetworkPolicy (its rule lists have no merge key: they are replaced)."""
+        await self._call(self._net.patch_namespaced_network_policy, name, namespace, dict(patch))
+
+    async def delete_network_policy(self, namespace: str, name: str) -> None:
+        """Delete a NetworkPolicy (gone already is fine)."""
+        delete = self._net.delete_namespaced_network_policy
+        await self._call(delete, name, namespace, tolerate=frozenset({404}))
+
+    async def read_secret_key(self, namespace: str, name: str, key: str) -> str | None:
+        """One value of a Secret; None when the Secret or key is missing or not readable (403). Only `get`
+        on one named Secret: the operator never lists Secrets. The value is never logged."""
+        secret = await self._call(self._core.read_namespaced_secret, name, namespace, tolerate=frozenset({403, 404}))
+        raw = None if secret is None else (secret.data or {}).get(key)
+        if raw is None:
+            return None
+        try:
+            return base64.b64decode(raw, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return None
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         """Delete one pod if it is still the one meant (uid precondition); False when already gone."""

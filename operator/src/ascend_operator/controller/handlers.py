@@ -20,9 +20,11 @@ from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PL
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
+from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.metrics import forget_service, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
 from ascend_operator.controller.reconcile import Context, EventSink, ServiceMemory, reconcile
+from ascend_operator.render.netpol import OperatorPeer
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
@@ -55,6 +57,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     load_config()
     memo.kube = KubeApi()
     memo.engines = EngineClient(aiohttp.ClientSession())
+    memo.api_keys = ApiKeyCache(read=memo.kube.read_secret_key)
+    memo.setdefault("operator_peer", OperatorPeer())
     memo.wakers = {}
     memo.services = {}
     memo.setdefault("resync_seconds", DEFAULT_RESYNC_SECONDS)
@@ -150,7 +154,13 @@ async def service_loop(
     """The reconcile loop of one service; never lets an error end it."""
     waker = memo.wakers.setdefault((namespace, name), asyncio.Event())
 
-    ctx = Context(kube=memo.kube, events=_poster(body), now=utc_now, npu_resource=str(memo.npu_resource))
+    ctx = Context(
+        kube=memo.kube,
+        events=_poster(body),
+        now=utc_now,
+        npu_resource=str(memo.npu_resource),
+        operator=memo.operator_peer,
+    )
     memory = service_memory(memo, body)
     if namespace is not None:
         start_service(namespace, name)
@@ -177,7 +187,7 @@ async def health_loop(
     **_: Any,
 ) -> None:
     """Judge the service's engines every scrape interval; never lets an error end it."""
-    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body))
+    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body), keys=memo.api_keys)
     state = MonitorState()
     interval = 5.0
     try:

@@ -8,6 +8,9 @@ judged against its own scrapes taken right before it was sent and right after it
 behind 32 busy slots for longer than a pass is judged by what the engine did while it waited. A failing gate
 write (a pod deleted mid-pass answers 404) never ends the pass. Results for the status (engine figures,
 rolls, condition overrides) go into the shared `ServiceMemory`; the reconcile loop patches them.
+With `spec.auth.apiKeySecretRef`, the canary and the /v1/models check send the key read from the Secret
+(cached, dropped when an engine answers 401; engines started before a rotation get the previous key);
+a Secret that cannot be read is one event naming the Secret, never its value.
 """
 
 import asyncio
@@ -15,15 +18,16 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import kopf
 
 from ascend_operator.api.constants import READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.engine import EngineClient
+from ascend_operator.clients.engine import CanaryResult, EngineClient
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.metrics import publish_engines, record_canary_failure, record_refusal, record_roll
 from ascend_operator.controller.reconcile import EventSink, ServiceMemory
 from ascend_operator.controller.views import PodView, pod_view
@@ -67,6 +71,8 @@ class MonitorState:
 
     pods: dict[str, PodHealth] = field(default_factory=dict)
     canaries: dict[str, "asyncio.Task[CanaryOutcome]"] = field(default_factory=dict)
+    announced: set[tuple[str, str]] = field(default_factory=set)
+    """Warnings already posted (an unreadable key Secret), so each is one event, not one per pass."""
 
     def forget(self, keep: set[str]) -> None:
         """Drop the pods not in `keep` (gone, terminating), cancelling their canaries."""
@@ -94,6 +100,8 @@ class Monitor:
     events: EventSink
     mono: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
+    keys: ApiKeyCache | None = None
+    """Where API keys come from; None: engines are asked without one."""
 
 
 def _base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:
@@ -110,17 +118,52 @@ async def _scrape(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) 
         return None
 
 
-async def run_canary(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -> CanaryOutcome:
-    """One canary between two scrapes of its own."""
+async def _api_key(mon: Monitor, spec: AscendInferenceServiceSpec, namespace: str, state: MonitorState) -> str | None:
+    """The service's API key, or None (no key asked for, or the Secret cannot be read: announced once)."""
+    ref = spec.auth.api_key_secret_ref
+    if ref is None or mon.keys is None:
+        return None
+    key = await mon.keys.get(namespace, ref)
+    marker = ("ApiKeyUnavailable", f"{ref.name}/{ref.key}")
+    if key is None:
+        if marker not in state.announced:
+            state.announced.add(marker)
+            mon.events(
+                "Warning",
+                "ApiKeyUnavailable",
+                f"cannot read key {ref.key!r} of Secret {ref.name!r}; the canary and the config check go without it",
+            )
+        return None
+    state.announced.discard(marker)
+    return key.value
+
+
+async def run_canary(
+    mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView, *, namespace: str = "", api_key: str | None = None
+) -> CanaryOutcome:
+    """One canary between two scrapes of its own. Refused (401) with the key, it asks again with the
+    Secret's previous value: an engine started before a rotation still takes that one until replaced."""
     canary = spec.health.canary
     before = await _scrape(mon, spec, pod)
-    result = await mon.engines.canary(
-        _base(pod, spec),
-        model=spec.model.served_name,
-        prompt=canary.prompt,
-        max_tokens=canary.max_tokens,
-        timeout=canary.timeout_seconds,
-    )
+
+    def ask(key: str | None) -> Awaitable[CanaryResult]:
+        return mon.engines.canary(
+            _base(pod, spec),
+            model=spec.model.served_name,
+            prompt=canary.prompt,
+            max_tokens=canary.max_tokens,
+            timeout=canary.timeout_seconds,
+            api_key=key,
+        )
+
+    result = await ask(api_key)
+    ref = spec.auth.api_key_secret_ref
+    if result.status == 401 and ref is not None and mon.keys is not None:
+        previous = mon.keys.previous(namespace, ref)
+        if previous is not None:
+            result = await ask(previous.value)
+        if result.status == 401:
+            mon.keys.invalidate(namespace, ref)  # maybe rotated again: read the Secret next pass
     after = await _scrape(mon, spec, pod)
     return CanaryOutcome(ok=result.ok, before=before, after=after, ended=mon.mono(), detail=result.error)
 
@@ -141,11 +184,20 @@ def _finished_canaries(state: MonitorState) -> dict[str, CanaryOutcome]:
     return done
 
 
-def _launch_canaries(mon: Monitor, spec: AscendInferenceServiceSpec, state: MonitorState, pods: list[PodView]) -> None:
+def _launch_canaries(
+    mon: Monitor,
+    spec: AscendInferenceServiceSpec,
+    state: MonitorState,
+    pods: list[PodView],
+    *,
+    namespace: str,
+    api_key: str | None,
+) -> None:
     now = mon.mono()
     for pod in pods:
         if canary_due(state.pods[pod.uid], now=now, cfg=spec.health, in_flight=pod.uid in state.canaries):
-            state.canaries[pod.uid] = asyncio.create_task(run_canary(mon, spec, pod), name=f"canary {pod.name}")
+            run = run_canary(mon, spec, pod, namespace=namespace, api_key=api_key)
+            state.canaries[pod.uid] = asyncio.create_task(run, name=f"canary {pod.name}")
 
 
 async def _config_checks(
@@ -154,6 +206,7 @@ async def _config_checks(
     state: MonitorState,
     pods: list[PodView],
     samples: Mapping[str, EngineSample | None],
+    api_key: str | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Check the effective config of pods not yet checked; uid -> mismatches (empty: it matches)."""
     expected = expected_config(spec)
@@ -162,7 +215,9 @@ async def _config_checks(
         sample = samples.get(p.uid)
         if sample is None or not config_check_due(state.pods[p.uid]):
             continue
-        models = await mon.engines.get_json(f"{_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds)
+        models = await mon.engines.get_json(
+            f"{_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds, api_key=api_key
+        )
         if models is not None:
             found[p.uid] = tuple(str(m) for m in check_config(expected, models=models, sample=sample))
     return found
@@ -289,7 +344,8 @@ async def health_pass(
     )
     answering = [p for p in live if samples[p.uid] is not None]
     outcomes = _finished_canaries(state)
-    configs = await _config_checks(mon, spec, state, answering, samples)
+    api_key = await _api_key(mon, spec, namespace, state) if answering else None
+    configs = await _config_checks(mon, spec, state, answering, samples, api_key)
     verdicts: dict[str, Verdict] = {}
     for pod in live:
         obs = Observations(sample=samples[pod.uid], canary=outcomes.get(pod.uid), config=configs.get(pod.uid))
@@ -307,7 +363,7 @@ async def health_pass(
         },
     )
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
-    _launch_canaries(mon, spec, state, answering)
+    _launch_canaries(mon, spec, state, answering, namespace=namespace, api_key=api_key)
     # a refused roll says most: what was found, on which pod, and which rule held it back
     memory.overrides = refused or _overrides(live, verdicts)
     now = mon.mono()

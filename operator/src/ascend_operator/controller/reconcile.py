@@ -1,7 +1,7 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the Service;
+2. ensure the Service and the NetworkPolicy (or its absence when turned off);
 3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
    spec.routing.inferencePool, the InferencePool (controller/routing.py);
@@ -25,6 +25,7 @@ from ascend_operator.controller.routing import previous_condition, sync_inferenc
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
+from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
 from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
 from ascend_operator.validation import Finding, Severity, validate_spec
 
@@ -53,6 +54,8 @@ class Context:
     now: Callable[[], str]
     npu_resource: str = NPU_RESOURCE
     """The device plugin's NPU resource name (`aisctl operator --npu-resource`)."""
+    operator: OperatorPeer = field(default_factory=OperatorPeer)
+    """The operator's own pods, admitted by every service's NetworkPolicy."""
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -79,6 +82,22 @@ async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> 
     have = {"selector": current["spec"].get("selector"), "ports": current["spec"].get("ports")}
     if have != wanted:
         await ctx.kube.patch_service(owner.namespace, owner.name, {"spec": wanted})
+
+
+async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
+    desired = build_network_policy(parsed.spec, owner=owner, operator=ctx.operator)
+    current = await ctx.kube.read_network_policy(owner.namespace, policy_name(owner))
+    if desired is None:
+        owned = current is not None and any(
+            ref.get("uid") == owner.uid for ref in current["metadata"].get("ownerReferences") or []
+        )
+        if owned:  # turned off: remove ours, never a policy someone else made under that name
+            await ctx.kube.delete_network_policy(owner.namespace, policy_name(owner))
+        return
+    if current is None:
+        await ctx.kube.create(desired)
+    elif current.get("spec") != desired["spec"]:
+        await ctx.kube.patch_network_policy(owner.namespace, policy_name(owner), {"spec": desired["spec"]})
 
 
 async def _apply_pod_actions(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
@@ -172,6 +191,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     routing = [c for c in (previous_condition(previous),) if c is not None]
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
+        await _ensure_network_policy(ctx, parsed, owner)
         if await _apply(ctx, parsed, owner, pods):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
         # after the pods: routing trouble never delays an engine

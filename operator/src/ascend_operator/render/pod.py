@@ -29,6 +29,20 @@ from ascend_operator.render.probes import READINESS_GATE, readiness_probe, start
 ENGINE_CONTAINER = "engine"
 MODEL_VOLUME = "model"
 SHM_VOLUME = "dshm"
+#: Where vLLM and vllm-ascend write at run time, as emptyDirs when the root filesystem is read-only
+#: (volume name, path; the official image runs as root, HOME=/root, WORKDIR /workspace):
+#: tempfile and vLLM's RPC sockets (vllm/envs.py:662 VLLM_RPC_BASE_PATH = gettempdir()), ~/.cache (vLLM's
+#: cache root and torch.compile caches, vllm/envs.py:643; vllm-ascend's guide mounts /root/.cache,
+#: docs/source/installation.md), ~/.triton (Triton's kernel cache), ~/ascend (CANN's plog directory,
+#: vllm_ascend/platform.py:611 "$HOME/ascend/log"), and the workdir, where CANN op compilation leaves
+#: kernel_meta/ (vllm-ascend .gitignore:206).
+WRITABLE_PATHS: tuple[tuple[str, str], ...] = (
+    ("tmp", "/tmp"),
+    ("home-cache", "/root/.cache"),
+    ("home-triton", "/root/.triton"),
+    ("home-ascend", "/root/ascend"),
+    ("workspace", "/workspace"),
+)
 #: Time for vLLM to drain and release HBM after SIGTERM before the kubelet kills it.
 TERMINATION_GRACE_SECONDS = 60
 
@@ -135,7 +149,25 @@ def _volumes_and_mounts(
         for host in ASCEND_HOST_MOUNTS:
             volumes.append({"name": host.name, "hostPath": {"path": host.path, "type": host.type}})
             mounts.append({"name": host.name, "mountPath": host.path, "readOnly": True})
+    if spec.runtime.read_only_root_filesystem:
+        for name, path in WRITABLE_PATHS:
+            volumes.append({"name": name, "emptyDir": {}})
+            mounts.append({"name": name, "mountPath": path})
     return volumes, mounts
+
+
+def security_context(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
+    """No privilege, no escalation, only the capabilities asked for; the root filesystem read-only on
+    request. NPUs come from the device plugin's device cgroup entries, not from privileges."""
+    capabilities: dict[str, Any] = {"drop": ["ALL"]}
+    if spec.runtime.capabilities:
+        capabilities["add"] = list(spec.runtime.capabilities)
+    return {
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": spec.runtime.read_only_root_filesystem,
+        "capabilities": capabilities,
+    }
 
 
 def _resources(spec: AscendInferenceServiceSpec, npu_resource: str) -> dict[str, Any]:
@@ -173,7 +205,7 @@ def build_engine_container(
         "volumeMounts": mounts,
         "startupProbe": startup_probe(spec),
         "readinessProbe": readiness_probe(spec),
-        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+        "securityContext": security_context(spec),
     }
     if role is Role.WORKER:
         for key in ("ports", "startupProbe", "readinessProbe"):

@@ -17,6 +17,7 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import flags as F
+from ascend_operator.render.env import API_KEY_ENV
 from ascend_operator.validation.budget import load_profiles
 
 Spec = AscendInferenceServiceSpec
@@ -108,6 +109,11 @@ def _pool_picker_ok(spec: Spec) -> bool:
 def _env_unique(spec: Spec) -> bool:
     names = [var.name for var in spec.env]
     return len(names) == len(set(names))
+
+
+def _no_api_key_arg(spec: Spec) -> bool:
+    # any spelling vLLM's parser reads as --api-key (--api_key, an unambiguous abbreviation)
+    return not any(F.option_name(arg) == "--api-key" for arg in spec.engine.extra_args)
 
 
 def _cel_spelling(spelling: str) -> str:
@@ -264,6 +270,25 @@ RULES: tuple[Rule, ...] = (
         cel="!has(self.enabled) || !self.enabled || has(self.endpointPickerRef)",
         cel_scope=("routing", "inferencePool"),
         cel_field_path=".endpointPickerRef",
+    ),
+    Rule(
+        name="ApiKeyNotInArgs",
+        field="spec.engine.extraArgs",
+        message="spec.engine.extraArgs may not contain --api-key: anyone who can read the pod (or the "
+        "node's process list) would see the key; set spec.auth.apiKeySecretRef",
+        check=_no_api_key_arg,
+        cel="!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('^--api[-_]key(=.*)?$'))",
+        cel_scope=("engine",),
+        cel_field_path=".extraArgs",
+    ),
+    Rule(
+        name="ApiKeyNotInEnv",
+        field="spec.env",
+        message=f"spec.env may not set {API_KEY_ENV}: its value would sit in the spec and the pod for anyone "
+        "who can read them; set spec.auth.apiKeySecretRef",
+        check=lambda s: all(var.name != API_KEY_ENV for var in s.env),
+        cel=f"self.all(e, e.name != '{API_KEY_ENV}')",
+        cel_scope=("env",),
     ),
     Rule(
         name="EnvNamesUnique",

@@ -1,0 +1,52 @@
+"""The engines' API keys, read from their Secrets through the API and cached for a short time.
+
+Why a cache: the health loop runs a canary per pod every few seconds; reading the Secret for each would
+load the API server for a value that rarely changes. Why a short one (and a drop on 401): a rotated
+Secret must reach the canary without an operator restart. Values live only in this object's dict; the
+`ApiKey` wrapper's repr hides them, so a stray log of a structure holding one shows no key.
+"""
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from ascend_operator.api.security import SecretKeyRef
+
+#: Seconds a key read from its Secret is reused.
+TTL_SECONDS = 30.0
+
+ReadKey = Callable[[str, str, str], Awaitable[str | None]]
+"""(namespace, Secret name, key) -> the value, None when the Secret or key is missing or unreadable."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key value that does not print."""
+
+    value: str = field(repr=False)
+
+
+@dataclass
+class ApiKeyCache:
+    """Keys by (namespace, Secret, key), each with the monotonic time it was read."""
+
+    read: ReadKey
+    ttl: float = TTL_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    _entries: dict[tuple[str, str, str], tuple[float, ApiKey | None]] = field(default_factory=dict, repr=False)
+
+    async def get(self, namespace: str, ref: SecretKeyRef) -> ApiKey | None:
+        """The key, from the cache when fresh; None when it cannot be read (the canary then goes without)."""
+        slot = (namespace, ref.name, ref.key)
+        cached = self._entries.get(slot)
+        now = self.clock()
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        value = await self.read(*slot)
+        key = ApiKey(value) if value else None
+        self._entries[slot] = (now, key)
+        return key
+
+    def invalidate(self, namespace: str, ref: SecretKeyRef) -> None:
+        """Forget a key the engine refused, so the next pass reads the Secret again."""
+        self._entries.pop((namespace, ref.name, ref.key), None)
