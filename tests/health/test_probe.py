@@ -77,3 +77,11 @@ async def test_canary_behind_a_lone_long_prefill_stays_ready(sim: SimFactory) ->
     finally:
         long.cancel()
         await asyncio.gather(long, return_exceptions=True)
+
+
+async def test_probe_sends_the_key_from_its_environment_never_from_its_args(sim: SimFactory) -> None:
+    s = await sim(base_args("--api-key", "s3cret", scale=1.0))  # real time: an idle engine makes no progress
+    argv = [str(s.running.port), MODEL, "4", "2.0", "Reply with OK.", s.running.host]
+    assert await asyncio.to_thread(probe.main, argv, {"VLLM_API_KEY": "s3cret"}) == 0
+    assert await asyncio.to_thread(probe.main, argv, {}) == 1
+    assert await asyncio.to_thread(probe.main, argv, {"VLLM_API_KEY": "wrong"}) == 1

@@ -63,3 +63,25 @@ def test_group_pods_get_the_leader_ip_for_the_lws_leader_address() -> None:
     worker_target = target_of(worker, ips)
     assert worker_target is not None
     assert "--headless" in worker_target.args
+
+
+def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(example: ParsedService) -> None:
+    from ascend_operator.api.parse import parse_spec
+    from ascend_operator.sim.attach import Target
+
+    body = example.spec.model_dump(by_alias=True, exclude_none=True)
+    spec = parse_spec({**body, "auth": {"apiKeySecretRef": {"name": "engine-key", "key": "token"}}})
+    target = target_of(running(build_pod(spec, owner=Owner(name="dsv4-flash", namespace="llm"), replica=0)))
+    assert target is not None
+    assert target.secret_env == (("VLLM_API_KEY", "engine-key", "token"),)
+    assert "secret" not in " ".join(target.args)
+
+    class Core:
+        def read_namespaced_secret(self, name: str, namespace: str) -> Any:
+            assert (name, namespace) == ("engine-key", "llm")
+            return type("Secret", (), {"data": {"token": "czNjcmV0"}})()  # base64 of "s3cret"
+
+    from ascend_operator.sim.attach import secret_reader
+
+    assert secret_reader(Core())(target) == {"VLLM_API_KEY": "s3cret"}  # type: ignore[arg-type]
+    assert isinstance(target, Target)

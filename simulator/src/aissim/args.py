@@ -71,7 +71,7 @@ class SimConfig:
     model_loader_extra_config: dict[str, Any] | None
     known: dict[str, Any]
     dropped: tuple[str, ...]
-    argv: tuple[str, ...]
+    argv: tuple[str, ...] = field(repr=False)  # may hold an --api-key value
     sim: SimOptions = field(default_factory=SimOptions)
     group: GroupArgs | None = None
     """A multi-node group's flags; None for a single-node engine."""
