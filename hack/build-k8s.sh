@@ -3,6 +3,7 @@
 # kube-controller-manager, kube-scheduler, kubectl, KWOK and Helm, from upstream Go modules; also
 # promtool (the chart's PrometheusRule is checked and unit-tested with it) and, download only, the
 # Gateway API Inference Extension's v1 InferencePool CRD (the e2e suite installs it).
+# And kube-score, the third-party scorer the kube-score test tier runs on the chart and the rendered engine.
 #
 # Why build instead of download: this machine reaches only the Go module proxy (no release tarballs,
 # no container images), and Debian's etcd 3.4 is too old for current API servers. Each tool goes to
@@ -13,7 +14,7 @@
 # Usage: hack/build-k8s.sh            build what is missing; the LAST stdout line is the bin directory
 #                                     (symlinks to every tool), progress goes to stderr.
 # Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION,
-# AIS_LWS_VERSION, AIS_PROMETHEUS_VERSION, AIS_GIE_VERSION. The bin directory also holds crds/ (the GIE CRD)
+# AIS_LWS_VERSION, AIS_PROMETHEUS_VERSION, AIS_GIE_VERSION, AIS_KUBE_SCORE_VERSION. The bin directory also holds crds/ (the GIE CRD)
 # and lws-crds/.
 set -euo pipefail
 
@@ -28,6 +29,8 @@ LWS_VERSION="${AIS_LWS_VERSION:-v0.7.0}"
 # Prometheus' Go module is tagged v0.<major*100+minor>.<patch>: v0.316.0 is Prometheus 3.16.0.
 PROMETHEUS_VERSION="${AIS_PROMETHEUS_VERSION:-v0.316.0}"
 GIE_VERSION="${AIS_GIE_VERSION:-v1.0.0}"
+# v1.20.0 is the only kube-score version the module proxy lists; its go.mod needs no newer Go than 1.26.
+KUBE_SCORE_VERSION="${AIS_KUBE_SCORE_VERSION:-v1.20.0}"
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator"
 tools="$cache/tools"
@@ -222,6 +225,14 @@ build_gie_crds() {
   cp "$dir/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "$out/crds/"
 }
 
+# kube-score prints its version from main.version/commit/date, which its goreleaser sets; so do we.
+build_kube_score() {
+  local out="$1" version="$2"
+  GOBIN="$out/bin" go install -trimpath \
+    -ldflags "-s -w -X main.version=${version#v} -X main.commit=none -X main.date=1970-01-01T00:00:00Z" \
+    "github.com/zegl/kube-score/cmd/kube-score@$version"
+}
+
 t_start="$(now)"
 log "go $(go env GOVERSION), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
 build_once kubernetes "$K8S_VERSION" build_kubernetes
@@ -231,12 +242,13 @@ build_once helm "$HELM_VERSION" build_helm
 build_once lws "$LWS_VERSION" build_lws
 build_once promtool "$PROMETHEUS_VERSION" build_promtool
 build_once gie-crds "$GIE_VERSION" build_gie_crds
+build_once kube-score "$KUBE_SCORE_VERSION" build_kube_score
 
 bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-lws-$LWS_VERSION"
-bindir+="-promtool-$PROMETHEUS_VERSION-gie-$GIE_VERSION"
+bindir+="-promtool-$PROMETHEUS_VERSION-gie-$GIE_VERSION-kube-score-$KUBE_SCORE_VERSION"
 mkdir -p "$bindir"
 for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION" \
-  promtool-"$PROMETHEUS_VERSION" lws-"$LWS_VERSION"; do
+  promtool-"$PROMETHEUS_VERSION" lws-"$LWS_VERSION" kube-score-"$KUBE_SCORE_VERSION"; do
   for f in "$tools/$pair"/bin/*; do ln -sfn "$f" "$bindir/$(basename "$f")"; done
 done
 ln -sfn "$tools/lws-$LWS_VERSION/crds" "$bindir/lws-crds"

@@ -20,6 +20,17 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["get", "create", "patch", "delete"],
+    },
+    SECRETS_RULE := {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["ascend-engine-api-key"],
+        "verbs": ["get"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
 CRD_RULE = {
@@ -112,7 +123,7 @@ def test_inference_pool_rule_only_with_routing_enabled(helm: Helm) -> None:
     assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
 
 
-def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> None:
+def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_name(helm: Helm) -> None:
     for sets in (
         [],
         ["replicaCount=2"],
@@ -124,13 +135,16 @@ def test_no_rule_reaches_secrets_configmaps_wildcards_or_updates(helm: Helm) -> 
         for role in pick(objects, "ClusterRole") + pick(objects, "Role"):
             for rule in role["rules"]:
                 assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
-                assert not {"secrets", "configmaps", "nodes"} & set(rule["resources"]), rule
+                assert not {"configmaps", "nodes"} & set(rule["resources"]), rule
                 assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
                 assert "delete" not in rule["verbs"] or rule["resources"] in (
                     ["pods"],
                     ["leaderworkersets"],
                     ["inferencepools"],
+                    ["networkpolicies"],
                 ), rule
+                if "secrets" in rule["resources"]:  # never list/watch: only a Secret whose name it was given
+                    assert rule == SECRETS_RULE, rule
 
 
 LWS_RULE = {
@@ -146,6 +160,18 @@ def test_leaderworkerset_rules_only_when_multi_node_is_enabled(helm: Helm) -> No
     ]  # fmt: skip
     objects = helm.template(sets=["multiNode.enabled=true", "operator.watchNamespaces={team-a}"])
     assert one(objects, "Role")["rules"] == [*NAMESPACED_RULES, LWS_RULE]
+
+
+def test_secret_rule_follows_the_names_or_any_name_or_goes(helm: Helm) -> None:
+    def secret_rules(sets: list[str]) -> list[dict[str, Any]]:
+        role = one(helm.template(sets=sets), "ClusterRole")
+        return [r for r in role["rules"] if r["resources"] == ["secrets"]]
+
+    named = secret_rules(["rbac.apiKeySecrets.names={key-a,key-b}"])
+    assert named == [{**SECRETS_RULE, "resourceNames": ["key-a", "key-b"]}]
+    anyname = secret_rules(["rbac.apiKeySecrets.anyName=true"])
+    assert anyname == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    assert secret_rules(["rbac.apiKeySecrets.names=null"]) == []
 
 
 def test_rbac_and_service_account_can_be_left_to_the_user(helm: Helm) -> None:

@@ -1,0 +1,151 @@
+"""Issue 19 end to end: an engine with an API key from a Secret refuses strangers and still turns Ready,
+and the key shows up nowhere a user or a log reader can see; the NetworkPolicy is owned and reconciled.
+
+The operator runs at DEBUG (kopf then logs every patch it sends), so "not in the operator's log" covers
+the most it ever writes. The simulators get the key the way the kubelet gives it to vLLM: `aisctl sim
+attach` resolves the pod's secretKeyRef, and the simulator enforces it as vLLM does (401 on /v1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.operator_fixtures import (
+    SIM_TIME_SCALE,
+    Proc,
+    ais,
+    condition,
+    example,
+    label_nodes,
+    pods,
+    start,
+)
+
+AddNodes = Callable[[int], list[str]]
+pytestmark = pytest.mark.usefixtures("delete_services_first")
+FAST = {"startupGraceSeconds": 600, "scrapeIntervalSeconds": 1, "canary": {"periodSeconds": 2, "timeoutSeconds": 5}}
+SECRET = "ascend-engine-api-key"
+
+
+@pytest.fixture(scope="module")
+def debug_operator(cluster: Cluster, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """The operator at DEBUG, its whole output in a file the test reads."""
+    port = 19080 + os.getpid() % 1000
+    proc = start(
+        ["operator", "--log-level", "DEBUG", "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
+        log=tmp_path_factory.mktemp("operator") / "operator.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig)},
+    )
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
+    proc = start(
+        ["sim", "attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+        log=tmp_path / "attach.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
+    )
+    yield proc
+    proc.stop()
+
+
+def _request(method: str, url: str, *, key: str | None = None, body: Any = None) -> int:
+    async def go() -> int:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with aiohttp.ClientSession() as session, session.request(method, url, json=body, headers=headers) as r:
+            await r.read()
+            return r.status
+
+    return asyncio.run(go())
+
+
+def _ready(cluster: Cluster, namespace: str) -> bool:
+    return condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady")
+
+
+def test_keyed_engine_refuses_strangers_turns_ready_and_the_key_is_nowhere(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, debug_operator: Proc, attach: Proc
+) -> None:
+    key = "k-" + secrets.token_urlsafe(24)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET},
+        "data": {"token": base64.b64encode(key.encode()).decode()},
+    }
+    cluster.apply(secret, namespace=namespace)
+    label_nodes(cluster, add_nodes(1), namespace)
+    service = example(
+        "svc", node_label=namespace, health=FAST, auth={"apiKeySecretRef": {"name": SECRET, "key": "token"}}
+    )
+    cluster.apply(service, namespace=namespace)
+    wait_for(lambda: _ready(cluster, namespace), timeout=120, message="Ready through the keyed canary")
+
+    pod = pods(cluster, namespace, "svc")[0]
+    base = f"http://{pod['status']['podIP']}:8000"
+    completion = {"model": "deepseek-v4-flash", "prompt": "hi", "max_tokens": 2}
+    assert _request("POST", base + "/v1/completions", body=completion) == 401
+    assert _request("GET", base + "/v1/models", key="wrong") == 401
+    assert _request("POST", base + "/v1/completions", key=key, body=completion) == 200
+    assert _request("GET", base + "/metrics") == 200  # scrapers need no key, as with vLLM
+
+    engine = pod["spec"]["containers"][0]
+    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "token"}}} in engine["env"]
+    seen = {
+        "kubectl get ais -o yaml": cluster.kubectl("get", "ais", "-n", namespace, "-o", "yaml"),
+        "kubectl get pods -o yaml": cluster.kubectl("get", "pods", "-n", namespace, "-o", "yaml"),
+        "kubectl get events -o yaml": cluster.kubectl("get", "events", "-n", namespace, "-o", "yaml"),
+        "kubectl describe ais": cluster.kubectl("describe", "ais", "-n", namespace),
+        "operator log": debug_operator.output(),
+    }
+    assert "svc" in seen["operator log"]  # the log is the operator's and covers this service
+    for where, text in seen.items():
+        assert key not in text, f"the API key appears in {where}"
+
+    policy = cluster.get_json("networkpolicy", "svc", "-n", namespace)
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == ais(cluster, namespace, "svc")["metadata"]["uid"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"inference.ascend.dev/service": "svc"}}
+
+
+def test_network_policy_follows_the_spec_and_goes_when_turned_off(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, debug_operator: Proc
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    policy = wait_for(
+        lambda: cluster.get_json("networkpolicy", "-n", namespace)["items"], timeout=60, message="a NetworkPolicy"
+    )
+    assert policy[0]["spec"]["ingress"][0]["from"][0] == {"podSelector": {}}
+    closed = example(
+        "svc",
+        node_label=namespace,
+        health=FAST,
+        networkPolicy={"allowSameNamespace": False, "monitoringNamespaces": ["mon"]},
+    )
+    cluster.apply(closed, namespace=namespace)
+
+    def peers() -> list[dict[str, Any]] | None:
+        items = cluster.get_json("networkpolicy", "-n", namespace)["items"]
+        rules = items[0]["spec"]["ingress"] if items else []
+        return rules if len(rules) == 3 else None
+
+    rules = wait_for(peers, timeout=60, message="the policy patched")
+    assert {"podSelector": {}} not in rules[0]["from"]
+    assert rules[2]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}]
+    off = example("svc", node_label=namespace, health=FAST, networkPolicy={"enabled": False})
+    cluster.apply(off, namespace=namespace)
+    wait_for(
+        lambda: not cluster.get_json("networkpolicy", "-n", namespace)["items"], timeout=60, message="policy removed"
+    )
