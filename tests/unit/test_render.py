@@ -75,8 +75,18 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                     "env": build_env(example.spec),
                     "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
                     "resources": {
-                        "requests": {"huawei.com/Ascend910": "8"},
-                        "limits": {"huawei.com/Ascend910": "8"},
+                        "requests": {
+                            "cpu": "160",
+                            "memory": "448Gi",
+                            "ephemeral-storage": "100Gi",
+                            "huawei.com/Ascend910": "8",
+                        },
+                        "limits": {
+                            "cpu": "160",
+                            "memory": "448Gi",
+                            "ephemeral-storage": "100Gi",
+                            "huawei.com/Ascend910": "8",
+                        },
                     },
                     "volumeMounts": [
                         {"name": "model", "mountPath": MODEL, "readOnly": True},
