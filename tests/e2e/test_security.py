@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
     SIM_TIME_SCALE,
     Proc,
@@ -149,3 +149,20 @@ def test_network_policy_follows_the_spec_and_goes_when_turned_off(
     wait_for(
         lambda: not cluster.get_json("networkpolicy", "-n", namespace)["items"], timeout=60, message="policy removed"
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("engine", {"extraArgs": ["--api-key=k-literal"]}, "spec.engine.extraArgs may not contain --api-key"),
+        ("env", [{"name": "VLLM_API_KEY", "value": "k-literal"}], "spec.env may not set VLLM_API_KEY"),
+    ],
+)
+def test_a_literal_key_is_refused_at_apply(
+    cluster: Cluster, namespace: str, crd: None, field: str, value: Any, message: str
+) -> None:
+    body = example("literal", node_label=namespace)
+    body["spec"][field] = {**body["spec"][field], **value} if isinstance(value, dict) else value
+    with pytest.raises(KubectlError) as err:
+        cluster.apply(body, namespace=namespace)
+    assert message in err.value.stderr
