@@ -2,7 +2,7 @@
 and the key shows up nowhere a user or a log reader can see; the NetworkPolicy is owned and reconciled.
 
 The operator runs at DEBUG (kopf then logs every patch it sends), so "not in the operator's log" covers
-the most it ever writes. The simulators get the key the way the kubelet gives it to vLLM: `aisctl sim
+the most it ever writes. The simulators get the key the way the kubelet gives it to vLLM: `aissim
 attach` resolves the pod's secretKeyRef, and the simulator enforces it as vLLM does (401 on /v1).
 """
 
@@ -21,6 +21,7 @@ import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
+    AISSIM,
     SIM_TIME_SCALE,
     Proc,
     ais,
@@ -53,7 +54,8 @@ def debug_operator(cluster: Cluster, crd: None, tmp_path_factory: pytest.TempPat
 @pytest.fixture
 def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
     proc = start(
-        ["sim", "attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+        program=AISSIM,
         log=tmp_path / "attach.log",
         env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
     )

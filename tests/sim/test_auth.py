@@ -7,8 +7,8 @@ vLLM: `--api-key` (a list) over VLLM_API_KEY (vllm/entrypoints/openai/api_server
 
 import aiohttp
 
-from ascend_operator.sim.args import parse_serve_args
-from ascend_operator.sim.cli import launch
+from aissim.args import parse_serve_args
+from aissim.cli import launch
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
 KEY = "s3cret-key-value"

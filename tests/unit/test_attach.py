@@ -66,8 +66,8 @@ def test_group_pods_get_the_leader_ip_for_the_lws_leader_address() -> None:
 
 
 def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(example: ParsedService) -> None:
+    from aissim.attach import Target
     from ascend_operator.api.parse import parse_spec
-    from ascend_operator.sim.attach import Target
 
     body = example.spec.model_dump(by_alias=True, exclude_none=True)
     spec = parse_spec({**body, "auth": {"apiKeySecretRef": {"name": "engine-key", "key": "token"}}})
@@ -81,7 +81,7 @@ def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(examp
             assert (name, namespace) == ("engine-key", "llm")
             return type("Secret", (), {"data": {"token": "czNjcmV0"}})()  # base64 of "s3cret"
 
-    from ascend_operator.sim.attach import secret_reader
+    from aissim.attach import secret_reader
 
     assert secret_reader(Core())(target) == {"VLLM_API_KEY": "s3cret"}  # type: ignore[arg-type]
     assert isinstance(target, Target)
