@@ -120,6 +120,26 @@ def test_keyed_engine_refuses_strangers_turns_ready_and_the_key_is_nowhere(
     assert policy["metadata"]["ownerReferences"][0]["uid"] == ais(cluster, namespace, "svc")["metadata"]["uid"]
     assert policy["spec"]["podSelector"] == {"matchLabels": {"inference.ascend.dev/service": "svc"}}
 
+    # Rotation: a container reads its secretKeyRef once, so a new key must replace the engine (the
+    # operator hashes the Secret's resourceVersion into the pod), which then accepts only the new key.
+    rotated = "k-" + secrets.token_urlsafe(24)
+    cluster.apply({**secret, "data": {"token": base64.b64encode(rotated.encode()).decode()}}, namespace=namespace)
+
+    def fresh_pod() -> dict[str, Any] | None:
+        live = [p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]
+        new = [p for p in live if p["metadata"]["uid"] != pod["metadata"]["uid"] and p["status"].get("podIP")]
+        return new[0] if new and _ready(cluster, namespace) else None
+
+    replacement = wait_for(fresh_pod, timeout=150, message="the engine replaced after the rotation, Ready again")
+    base = f"http://{replacement['status']['podIP']}:8000"
+    assert _request("POST", base + "/v1/completions", key=rotated, body=completion) == 200
+    assert _request("POST", base + "/v1/completions", key=key, body=completion) == 401
+    for where, text in {
+        "operator log": debug_operator.output(),
+        "kubectl get pods -o yaml": cluster.kubectl("get", "pods", "-n", namespace, "-o", "yaml"),
+    }.items():
+        assert rotated not in text, f"the rotated key appears in {where}"
+
 
 def test_network_policy_follows_the_spec_and_goes_when_turned_off(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, debug_operator: Proc

@@ -13,9 +13,9 @@ class Store:
         self.value = value
         self.reads: list[tuple[str, str, str]] = []
 
-    async def read(self, namespace: str, name: str, key: str) -> str | None:
+    async def read(self, namespace: str, name: str, key: str) -> tuple[str, str] | None:
         self.reads.append((namespace, name, key))
-        return self.value
+        return None if self.value is None else (self.value, f"rv-{len(self.reads)}")
 
 
 async def test_key_is_read_once_per_ttl_and_again_after_it() -> None:
@@ -29,8 +29,8 @@ async def test_key_is_read_once_per_ttl_and_again_after_it() -> None:
     store.value = "rotated"
     now[0] = 30.0
     rotated = await cache.get("llm", REF)
-    assert first == ApiKey("s3cret-value")
-    assert rotated == ApiKey("rotated")
+    assert first == ApiKey("s3cret-value", "rv-1")
+    assert rotated == ApiKey("rotated", "rv-2")
 
 
 async def test_invalidate_forces_a_fresh_read() -> None:
@@ -40,7 +40,7 @@ async def test_invalidate_forces_a_fresh_read() -> None:
     store.value = "new"
     cache.invalidate("llm", REF)
     key = await cache.get("llm", REF)
-    assert key == ApiKey("new")
+    assert key == ApiKey("new", "rv-2")
     assert len(store.reads) == 2
 
 

@@ -7,7 +7,7 @@ import pytest
 from ascend_operator.api.parse import ParsedService, parse_spec
 from ascend_operator.render.env import build_env
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy
-from ascend_operator.render.pod import Owner, build_pod, security_context
+from ascend_operator.render.pod import Owner, build_pod, security_context, spec_hash
 from ascend_operator.validation import Severity, validate_spec
 
 OWNER = Owner(name="dsv4-flash", namespace="llm", uid="3f1c7f9e-0000-4000-8000-000000000001")
@@ -147,3 +147,14 @@ def test_read_only_root_gets_an_empty_dir_on_every_path_the_engine_writes(exampl
     }
     default_mounts = build_pod(example.spec, owner=OWNER, replica=0)["spec"]["containers"][0]["volumeMounts"]
     assert not {m["name"] for m in default_mounts} & set(writable)
+
+
+def test_a_rotated_key_secret_changes_the_pod_hash_without_the_key_in_it(example: ParsedService) -> None:
+    # env from a secretKeyRef is read at container start: a new Secret version must replace the engines
+    spec = _spec(example, auth={"apiKeySecretRef": KEY_REF})
+    before = build_pod(spec, owner=OWNER, replica=0, key_version="100")
+    after = build_pod(spec, owner=OWNER, replica=0, key_version="101")
+    assert before["spec"] == after["spec"]
+    hashes = {p["metadata"]["annotations"]["inference.ascend.dev/spec-hash"] for p in (before, after)}
+    assert len(hashes) == 2
+    assert spec_hash(example.spec) == spec_hash(example.spec, key_version=None)  # no key: the old hash

@@ -32,7 +32,8 @@ class AuthSpec(ApiModel):
         description="The engine's API key: reaches vLLM as the VLLM_API_KEY env var through a secretKeyRef "
         "(never in args, status or events); vLLM then answers 401 on /v1/* without `Authorization: Bearer "
         "<key>`. The operator reads the Secret (RBAC `get` on secrets, see the chart) for its canary and "
-        "config check. /metrics and /health stay open, as vLLM serves them. Unset: no key.",
+        "config check. /metrics and /health stay open, as vLLM serves them. A new version of the Secret "
+        "replaces the engines one at a time (a container reads its env once). Unset: no key.",
     )
 
 

@@ -137,17 +137,22 @@ class KubeApi:
         delete = self._net.delete_namespaced_network_policy
         await self._call(delete, name, namespace, tolerate=frozenset({404}))
 
-    async def read_secret_key(self, namespace: str, name: str, key: str) -> str | None:
-        """One value of a Secret; None when the Secret or key is missing or not readable (403). Only `get`
-        on one named Secret: the operator never lists Secrets. The value is never logged."""
+    async def read_secret_key(self, namespace: str, name: str, key: str) -> tuple[str, str] | None:
+        """One value of a Secret and the Secret's resourceVersion; None when the Secret or key is missing or
+        not readable (403). Only `get` on one named Secret: the operator never lists Secrets. The value is
+        never logged."""
         secret = await self._call(self._core.read_namespaced_secret, name, namespace, tolerate=frozenset({403, 404}))
-        raw = None if secret is None else (secret.data or {}).get(key)
+        if secret is None:
+            return None
+        raw = (secret.data or {}).get(key)
         if raw is None:
             return None
         try:
-            return base64.b64decode(raw, validate=True).decode()
+            value = base64.b64decode(raw, validate=True).decode()
         except (binascii.Error, UnicodeDecodeError):
             return None
+        meta = secret.metadata
+        return value, str(meta.resource_version or "") if meta is not None else ""
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         """Delete one pod if it is still the one meant (uid precondition); False when already gone."""

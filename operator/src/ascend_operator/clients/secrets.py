@@ -15,15 +15,17 @@ from ascend_operator.api.security import SecretKeyRef
 #: Seconds a key read from its Secret is reused.
 TTL_SECONDS = 30.0
 
-ReadKey = Callable[[str, str, str], Awaitable[str | None]]
-"""(namespace, Secret name, key) -> the value, None when the Secret or key is missing or unreadable."""
+ReadKey = Callable[[str, str, str], Awaitable[tuple[str, str] | None]]
+"""(namespace, Secret name, key) -> (value, the Secret's resourceVersion), None when the Secret or key is
+missing or unreadable."""
 
 
 @dataclass(frozen=True)
 class ApiKey:
-    """A key value that does not print."""
+    """A key value that does not print, and the resourceVersion of the Secret it came from."""
 
     value: str = field(repr=False)
+    version: str = ""
 
 
 @dataclass
@@ -42,8 +44,8 @@ class ApiKeyCache:
         now = self.clock()
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
-        value = await self.read(*slot)
-        key = ApiKey(value) if value else None
+        found = await self.read(*slot)
+        key = ApiKey(found[0], found[1]) if found and found[0] else None
         self._entries[slot] = (now, key)
         return key
 

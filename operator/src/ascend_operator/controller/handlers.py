@@ -160,6 +160,7 @@ async def service_loop(
         now=utc_now,
         npu_resource=str(memo.npu_resource),
         operator=memo.operator_peer,
+        keys=memo.api_keys,
     )
     memory = service_memory(memo, body)
     if namespace is not None:

@@ -18,6 +18,7 @@ from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, N
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
+from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
@@ -56,6 +57,8 @@ class Context:
     """The device plugin's NPU resource name (`aisctl operator --npu-resource`)."""
     operator: OperatorPeer = field(default_factory=OperatorPeer)
     """The operator's own pods, admitted by every service's NetworkPolicy."""
+    keys: ApiKeyCache | None = None
+    """API keys, for the version of a service's key Secret (a rotation replaces its engines)."""
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -100,13 +103,26 @@ async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Own
         await ctx.kube.patch_network_policy(owner.namespace, policy_name(owner), {"spec": desired["spec"]})
 
 
-async def _apply_pod_actions(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
+async def _key_version(ctx: Context, parsed: ParsedService, namespace: str) -> str | None:
+    """The resourceVersion of the service's API-key Secret; None without a key or when it cannot be read."""
+    ref = parsed.spec.auth.api_key_secret_ref
+    if ref is None or ctx.keys is None:
+        return None
+    key = await ctx.keys.get(namespace, ref)
+    return key.version if key is not None else None
+
+
+async def _apply_pod_actions(
+    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], key_version: str | None
+) -> bool:
     """Apply the planned pod actions; True when anything was done."""
-    digest = spec_hash(parsed.spec)
+    digest = spec_hash(parsed.spec, key_version=key_version)
     actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods)
     for action in actions:
         if isinstance(action, CreatePod):
-            body = build_pod(parsed.spec, owner=owner, replica=action.replica, npu_resource=ctx.npu_resource)
+            body = build_pod(
+                parsed.spec, owner=owner, replica=action.replica, npu_resource=ctx.npu_resource, key_version=key_version
+            )
             if await ctx.kube.create(body):
                 ctx.events("Normal", "PodCreated", f"created pod {body['metadata']['name']} (spec {digest})")
         elif isinstance(action, DeletePod) and await ctx.kube.delete_pod(owner.namespace, action.name, action.uid):
@@ -141,7 +157,9 @@ async def _apply_group(ctx: Context, parsed: ParsedService, owner: Owner, pods: 
     return acted
 
 
-async def _apply(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
+async def _apply(
+    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], key_version: str | None
+) -> bool:
     """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done."""
     if is_multi_node(parsed.spec):
         return await _apply_group(ctx, parsed, owner, pods)
@@ -150,7 +168,7 @@ async def _apply(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[P
         if await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
             ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: single node now")
         return True
-    return await _apply_pod_actions(ctx, parsed, owner, plain)
+    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version)
 
 
 def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodView]:
@@ -167,8 +185,9 @@ def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[
     return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
 
 
-def _current_hash(spec: AscendInferenceServiceSpec) -> str:
-    return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec)
+def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None) -> str:
+    # the key's Secret version rolls single-node pods; LWS groups keep their own template hash
+    return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec, key_version=key_version)
 
 
 async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory) -> dict[str, Any]:
@@ -189,10 +208,11 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     previous = body.get("status") or {}
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
+    key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
         await _ensure_network_policy(ctx, parsed, owner)
-        if await _apply(ctx, parsed, owner, pods):
+        if await _apply(ctx, parsed, owner, pods, key_version):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
@@ -201,7 +221,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         Observed(
             generation=generation,
             replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-            spec_hash=_current_hash(parsed.spec) if parsed and not errors else None,
+            spec_hash=_current_hash(parsed.spec, key_version) if parsed and not errors else None,
             pods=_served_pods(parsed, pods),
             errors=errors,
             extra=_with_groups(parsed, pods, memory.extra_status),

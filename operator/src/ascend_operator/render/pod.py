@@ -75,15 +75,21 @@ def engine_digest(body: Any) -> str:
     return hashlib.sha256(json.dumps(strip(body), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def spec_hash(spec: AscendInferenceServiceSpec) -> str:
+def spec_hash(spec: AscendInferenceServiceSpec, *, key_version: str | None = None) -> str:
     """A digest of what the user asked for that changes the engine: a changed hash means replace the pod.
 
     It covers the rendered pod spec (image, args, env, resources, scheduling, mounts) without the probes the
     operator renders around the engine, so neither `replicas`, nor a detector or canary knob, nor an operator
     upgrade that changes the probe script restarts an engine that takes minutes to load ~292 GB; a pod gets
-    the new probe on its next natural restart.
+    the new probe on its next natural restart. `key_version` is the resourceVersion of the API key's Secret:
+    a container reads its secretKeyRef env once, at start, so a rotated key must replace the engines (one at
+    a time, like any spec change) or they keep the old key. The version, not the value, goes in: the
+    annotation must not leak a digest of the key.
     """
-    return engine_digest(build_pod_spec(spec))
+    digest = engine_digest(build_pod_spec(spec))
+    if key_version is None:
+        return digest
+    return hashlib.sha256(f"{digest}\napi-key-version={key_version}".encode()).hexdigest()[:16]
 
 
 def common_labels(owner: Owner) -> dict[str, str]:
@@ -242,9 +248,14 @@ def build_pod_spec(
 
 
 def build_pod(
-    spec: AscendInferenceServiceSpec, *, owner: Owner, replica: int, npu_resource: str = NPU_RESOURCE
+    spec: AscendInferenceServiceSpec,
+    *,
+    owner: Owner,
+    replica: int,
+    npu_resource: str = NPU_RESOURCE,
+    key_version: str | None = None,
 ) -> dict[str, Any]:
-    """The engine pod of one replica."""
+    """The engine pod of one replica (`key_version`: see `spec_hash`)."""
     pod_spec = build_pod_spec(spec, npu_resource=npu_resource)
     return {
         "apiVersion": "v1",
@@ -253,7 +264,7 @@ def build_pod(
             "name": pod_name(owner, replica),
             "namespace": owner.namespace,
             "labels": {**common_labels(owner), LABEL_REPLICA: str(replica)},
-            "annotations": {ANNOTATION_SPEC_HASH: spec_hash(spec)},
+            "annotations": {ANNOTATION_SPEC_HASH: spec_hash(spec, key_version=key_version)},
             **owner_metadata(owner),
         },
         "spec": pod_spec,
