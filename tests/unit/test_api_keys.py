@@ -57,3 +57,18 @@ async def test_no_repr_shows_the_value() -> None:
     cache = ApiKeyCache(read=store.read, clock=lambda: 0.0)
     key = await cache.get("llm", REF)
     assert "s3cret-value" not in repr(key) + repr(cache) + str(key) + repr(ApiKey("s3cret-value"))
+
+
+async def test_a_rotation_keeps_the_previous_key_for_engines_started_before_it() -> None:
+    now = [0.0]
+    store = Store("first")
+    cache = ApiKeyCache(read=store.read, ttl=30.0, clock=lambda: now[0])
+    await cache.get("llm", REF)
+    assert cache.previous("llm", REF) is None
+    store.value = "second"
+    cache.invalidate("llm", REF)
+    assert await cache.get("llm", REF) == ApiKey("second", "rv-2")
+    assert cache.previous("llm", REF) == ApiKey("first", "rv-1")
+    now[0] = 100.0  # re-reading the same value keeps the previous one
+    await cache.get("llm", REF)
+    assert cache.previous("llm", REF) == ApiKey("first", "rv-1")

@@ -2,7 +2,10 @@
 
 Why a cache: the health loop runs a canary per pod every few seconds; reading the Secret for each would
 load the API server for a value that rarely changes. Why a short one (and a drop on 401): a rotated
-Secret must reach the canary without an operator restart. Values live only in this object's dict; the
+Secret must reach the canary without an operator restart. Why the previous key too: a container reads
+its env once, so until the operator has replaced an engine (one at a time) it still takes the key it
+started with; the canary falls back to that key on a 401 instead of turning every replica unready at
+once on a rotation. Values live only in this object's dicts; the
 `ApiKey` wrapper's repr hides them, so a stray log of a structure holding one shows no key.
 """
 
@@ -36,6 +39,8 @@ class ApiKeyCache:
     ttl: float = TTL_SECONDS
     clock: Callable[[], float] = time.monotonic
     _entries: dict[tuple[str, str, str], tuple[float, ApiKey | None]] = field(default_factory=dict, repr=False)
+    _last: dict[tuple[str, str, str], ApiKey] = field(default_factory=dict, repr=False)
+    _previous: dict[tuple[str, str, str], ApiKey] = field(default_factory=dict, repr=False)
 
     async def get(self, namespace: str, ref: SecretKeyRef) -> ApiKey | None:
         """The key, from the cache when fresh; None when it cannot be read (the canary then goes without)."""
@@ -47,7 +52,16 @@ class ApiKeyCache:
         found = await self.read(*slot)
         key = ApiKey(found[0], found[1]) if found and found[0] else None
         self._entries[slot] = (now, key)
+        if key is not None:
+            last = self._last.get(slot)
+            if last is not None and last.value != key.value:
+                self._previous[slot] = last
+            self._last[slot] = key
         return key
+
+    def previous(self, namespace: str, ref: SecretKeyRef) -> ApiKey | None:
+        """The value the Secret held before its last change, if this process saw one."""
+        return self._previous.get((namespace, ref.name, ref.key))
 
     def invalidate(self, namespace: str, ref: SecretKeyRef) -> None:
         """Forget a key the engine refused, so the next pass reads the Secret again."""
