@@ -58,7 +58,7 @@ class FakeEngines:
         self.gen += 1
         return METRICS.format(gen=self.gen)
 
-    async def get_json(self, url: str, *, timeout: float) -> Mapping[str, Any] | None:
+    async def get_json(self, url: str, *, timeout: float, api_key: str | None = None) -> Mapping[str, Any] | None:
         return None  # config check: no answer yet
 
     async def canary(self, base: str, **_: Any) -> CanaryResult:
@@ -108,6 +108,61 @@ async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: Pa
         assert task.cancelled()
         assert not state.canaries
         assert not state.pods
+    finally:
+        await state.close()
+
+
+class KeyedEngines(FakeEngines):
+    """Engines that take one bearer key, as vLLM's --api-key / VLLM_API_KEY does; records the keys sent."""
+
+    def __init__(self, accepted: str) -> None:
+        super().__init__()
+        self.accepted, self.sent = accepted, list[str | None]()
+
+    async def canary(self, base: str, **kwargs: Any) -> CanaryResult:
+        self.sent.append(kwargs.get("api_key"))
+        if kwargs.get("api_key") != self.accepted:
+            return CanaryResult(ok=False, seconds=0.0, tokens=0, error="HTTP 401, 0 tokens", status=401)
+        return CanaryResult(ok=True, seconds=0.0, tokens=4, status=200)
+
+
+async def test_canary_sends_the_key_and_falls_back_to_the_previous_one_after_a_rotation(
+    example: ParsedService,
+) -> None:
+    from ascend_operator.api.parse import parse_spec
+    from ascend_operator.clients.secrets import ApiKeyCache
+
+    body = example.spec.model_dump(by_alias=True, exclude_none=True)
+    spec = parse_spec({**body, "auth": {"apiKeySecretRef": {"name": "k", "key": "token"}}})
+    secret = {"value": "old"}
+
+    async def read(namespace: str, name: str, key: str) -> tuple[str, str] | None:
+        return secret["value"], secret["value"]
+
+    clock = [1000.0]
+    engines = KeyedEngines(accepted="old")  # the engine started before the rotation
+    keys = ApiKeyCache(read=read, ttl=0.0)
+    state, memory, events = MonitorState(), ServiceMemory(), list[str]()
+    mon = Monitor(
+        kube=FakeKube([pod("a-0", "u0", "127.0.0.2")], {}),
+        engines=engines,
+        events=lambda t, r, m: events.append(r),
+        keys=keys,
+        mono=lambda: clock[0],
+    )  # type: ignore[arg-type]
+
+    async def canary_once() -> None:
+        clock[0] += 2 * spec.health.canary.period_seconds  # the last canary is a period old: one is due
+        await health_pass(mon, spec=spec, namespace="ns", service="a", state=state, memory=memory)
+        await asyncio.gather(*state.canaries.values())
+
+    try:
+        await canary_once()
+        assert engines.sent == ["old"]
+        secret["value"] = "new"
+        await canary_once()
+        assert engines.sent == ["old", "new", "old"]  # refused with the new key, taken with the previous
+        assert not events  # nothing to report: the engine answers, the key was readable
     finally:
         await state.close()
 
