@@ -112,4 +112,5 @@ def test_render_takes_the_operators_npu_resource_name() -> None:
     result = aisctl("render", "-f", str(EXAMPLE), "--npu-resource", "huawei.com/ascend-1980")
     assert result.returncode == 0, result.stderr
     pod = next(doc for doc in yaml.safe_load_all(result.stdout) if doc["kind"] == "Pod")
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"huawei.com/ascend-1980": "8"}
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "160", "memory": "448Gi", "ephemeral-storage": "100Gi", "huawei.com/ascend-1980": "8"}

@@ -283,4 +283,8 @@ def test_npu_resource_name_is_the_operators(example: ParsedService) -> None:
     """Huawei Cloud CCE's device plugin advertises huawei.com/ascend-1980, MindCluster's huawei.com/Ascend910."""
     pod = build_pod(example.spec, owner=OWNER, replica=0, npu_resource="huawei.com/ascend-1980")
     resources = pod["spec"]["containers"][0]["resources"]
-    assert resources == {"requests": {"huawei.com/ascend-1980": "8"}, "limits": {"huawei.com/ascend-1980": "8"}}
+    cpu_memory = {"cpu": "160", "memory": "448Gi", "ephemeral-storage": "100Gi"}
+    assert resources == {
+        "requests": {**cpu_memory, "huawei.com/ascend-1980": "8"},
+        "limits": {**cpu_memory, "huawei.com/ascend-1980": "8"},
+    }
