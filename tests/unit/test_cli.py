@@ -32,7 +32,7 @@ def test_render_of_a_two_node_spec_prints_one_leader_worker_set_and_the_service(
     assert result.returncode == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
-    assert names == [("LeaderWorkerSet", "dsr1-group"), ("Service", "dsr1")]
+    assert names == [("LeaderWorkerSet", "dsr1-group"), ("Service", "dsr1"), ("NetworkPolicy", "dsr1")]
 
 
 def test_bad_spec_exits_2_naming_field_and_rule(tmp_path: Path) -> None:

@@ -78,9 +78,14 @@ class FakeKube:
     async def create(self, body: Mapping[str, Any]) -> bool:
         if body["kind"] == "Service":
             self.service = dict(body)
+        elif body["kind"] == "NetworkPolicy":
+            self.policy = dict(body)
         else:
             self.pods.append({**body, "metadata": {**body["metadata"], "uid": f"pod-{len(self.pods)}"}})
         return True
+
+    async def read_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return getattr(self, "policy", None)
 
     async def read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.service
