@@ -78,8 +78,10 @@ def test_example_becomes_a_bound_npu_pod_a_service_and_a_ready_status(
         ),
         ({"engine": {"extraArgs": ["--max-model-len=4096"]}}, "spec.engine.extraArgs may not repeat a flag"),
         ({"engine": {"gpuMemoryUtilization": 1.5}}, "spec.engine.gpuMemoryUtilization"),
+        ({"resources": {"limits": {"memory": "32Gi"}}}, "must exceed spec.runtime.shmSize"),
+        ({"resources": {"requests": {"cpu": "64"}, "limits": {"cpu": "8"}}}, "may not exceed spec.resources.limits"),
     ],
-    ids=["tp-x-dp", "dspark5-long-context", "extra-args", "range"],
+    ids=["tp-x-dp", "dspark5-long-context", "extra-args", "range", "shm-over-limit", "request-over-limit"],
 )
 def test_bad_specs_are_rejected_at_apply_naming_the_field(
     cluster: Cluster,

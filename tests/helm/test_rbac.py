@@ -31,7 +31,8 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
         "resourceNames": ["ascend-engine-api-key"],
         "verbs": ["get"],
     },
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
 ]
 CRD_RULE = {
     "apiGroups": ["apiextensions.k8s.io"],
@@ -142,6 +143,7 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
                     ["leaderworkersets"],
                     ["inferencepools"],
                     ["networkpolicies"],
+                    ["poddisruptionbudgets"],
                 ), rule
                 if "secrets" in rule["resources"]:  # never list/watch: only a Secret whose name it was given
                     assert rule == SECRETS_RULE, rule

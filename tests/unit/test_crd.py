@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ascend_operator.api.crd import build_crd
+from ascend_operator.api.crd import NAME_VALIDATION, build_crd
 from ascend_operator.validation.rules import RULES
 from tests.unit.conftest import ROOT
 
@@ -54,8 +54,10 @@ def test_schema_is_structural() -> None:
 def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     rules = [rule for _, node in _walk(_schema()) for rule in node.get("x-kubernetes-validations", [])]
     expected = [(r.cel, r.message) for r in RULES if r.cel is not None]
+    expected.append((NAME_VALIDATION["rule"], NAME_VALIDATION["message"]))
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
-    assert len(expected) == 12  # every rule but the two over the free-form additionalConfig.extra map and env
+    # metadata.name, and every rule but the two over the free-form additionalConfig.extra map and env
+    assert len(expected) == 16
 
 
 def test_defaults_are_the_seed_production_knobs() -> None:
@@ -80,3 +82,10 @@ def test_names_printer_columns_and_subresources() -> None:
     assert columns["TP"] == ".spec.parallelism.tensor"
     assert columns["MaxLen"] == ".spec.engine.maxModelLen"
     assert {"Tok/s", "KV", "Age"} <= set(columns)
+    assert columns["Model"] == ".spec.model.servedName"
+    assert columns["Degraded"] == '.status.conditions[?(@.type=="Degraded")].reason'
+    assert columns["Restarts"] == ".status.restarts"
+    assert columns["LastRoll"] == ".status.lastRoll.time"
+    wide = {c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1}
+    assert {"Endpoint", "SpecHash"} <= wide
+    assert {"Ready", "Status", "Degraded", "Model"}.isdisjoint(wide)

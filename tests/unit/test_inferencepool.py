@@ -125,12 +125,12 @@ def test_endpoint_picker_ref_keeps_gie_limits(example_body: dict[str, Any], ref:
 def test_render_prints_the_pool_after_the_service_only_when_enabled() -> None:
     body = yaml.safe_load(EXAMPLE.read_text())
     plain = [d["kind"] for d in yaml.safe_load_all(aisctl("render", "-f", str(EXAMPLE)).stdout)]
-    assert plain == ["Pod", "Service", "NetworkPolicy"]
+    assert plain == ["Pod", "Service", "NetworkPolicy", "PodDisruptionBudget"]
     body["spec"]["routing"] = {"inferencePool": {"enabled": True, "endpointPickerRef": PICKER}}
     result = aisctl("render", "-f", "-", stdin=yaml.safe_dump(body))
     assert result.returncode == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["Pod", "Service", "InferencePool", "NetworkPolicy"]
+    assert [d["kind"] for d in docs] == ["Pod", "Service", "InferencePool", "NetworkPolicy", "PodDisruptionBudget"]
     assert docs[2]["spec"]["selector"]["matchLabels"] == docs[1]["spec"]["selector"]
     body["spec"]["routing"] = {"inferencePool": {"enabled": True}}
     refused = aisctl("render", "-f", "-", stdin=yaml.safe_dump(body))

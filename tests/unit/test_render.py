@@ -74,6 +74,7 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
                     "args": ["vllm", *build_engine_args(example.spec)],
                     "env": build_env(example.spec),
                     "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
+                    # Burstable: 48 cores, 256Gi for the engine plus the 64Gi /dev/shm it writes.
                     "resources": {
                         "requests": {
                             "cpu": "160",

@@ -80,6 +80,8 @@ class FakeKube:
             self.service = dict(body)
         elif body["kind"] == "NetworkPolicy":
             self.policy = dict(body)
+        elif body["kind"] == "PodDisruptionBudget":
+            self.pdb = dict(body)
         else:
             self.pods.append({**body, "metadata": {**body["metadata"], "uid": f"pod-{len(self.pods)}"}})
         return True
@@ -89,6 +91,12 @@ class FakeKube:
 
     async def read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.service
+
+    async def read_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return getattr(self, "pdb", None)
+
+    async def list_mount_failures(self, namespace: str) -> list[dict[str, Any]]:
+        return []
 
     async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         raise AssertionError("the Service never drifts in these tests")
@@ -218,7 +226,13 @@ async def test_reconcile_pass_serves_on_and_reports_a_missing_crd(routed: Parsed
     pool = next(c for c in status["conditions"] if c["type"] == "InferencePoolReady")
     assert (pool["status"], pool["reason"]) == ("False", "CRDNotInstalled")
     assert ("Warning", "CRDNotInstalled", pool["message"]) in events
-    assert [c["type"] for c in status["conditions"]] == ["Ready", "Progressing", "Degraded", "InferencePoolReady"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready",
+        "Available",
+        "Progressing",
+        "Degraded",
+        "InferencePoolReady",
+    ]
 
 
 async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed: ParsedService) -> None:

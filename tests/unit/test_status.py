@@ -28,6 +28,7 @@ def test_all_ready() -> None:
     status = compute_status(obs([pod(0)]), previous=None, now=T0)
     assert conds(status) == {
         "Ready": ("True", "AllReplicasReady"),
+        "Available": ("True", "ReplicasServing"),
         "Progressing": ("False", "ReplicasUpToDate"),
         "Degraded": ("False", "AsExpected"),
     }
@@ -53,6 +54,7 @@ def test_invalid_spec_with_no_pods() -> None:
     )
     assert conds(status) == {
         "Ready": ("False", "InvalidSpec"),
+        "Available": ("False", "InvalidSpec"),
         "Progressing": ("False", "InvalidSpec"),
         "Degraded": ("True", "InvalidSpec"),
     }
@@ -81,7 +83,7 @@ def test_transition_time_moves_only_when_status_changes() -> None:
     assert not status_changed(first, same)
     ready = compute_status(obs([pod(0)]), previous=first, now=T1)
     times = {c["type"]: c["lastTransitionTime"] for c in ready["conditions"]}
-    assert times == {"Ready": T1, "Progressing": T1, "Degraded": T0}
+    assert times == {"Ready": T1, "Available": T1, "Progressing": T1, "Degraded": T0}
     assert status_changed(first, ready)
 
 
@@ -93,7 +95,7 @@ def test_overrides_replace_a_computed_condition() -> None:
 def test_events_announce_degradation_and_readiness_once() -> None:
     message = "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910."
     short = compute_status(obs([pod(0, ready=False, unschedulable=message)]), previous=None, now=T0)
-    assert condition_events(None, short) == [("Warning", "InsufficientNPU", f"pod svc-0: {message}")]
+    assert condition_events(None, short) == [("Warning", "InsufficientNPU", f"pod svc-0: InsufficientNPU: {message}")]
     assert condition_events(short, short) == []
     healed = compute_status(obs([pod(0)]), previous=short, now=T1)
     assert condition_events(short, healed) == [("Normal", "AllReplicasReady", "1/1 replicas ready")]

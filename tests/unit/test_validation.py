@@ -224,7 +224,7 @@ def test_ranges_name_the_field(value: float, message: str) -> None:
 def test_unknown_field_is_named() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec(_body(maxModelLength=4096))
-    assert "spec.engine.maxModelLength: Extra inputs are not permitted" in err.value.problems
+    assert "spec.engine.maxModelLength: unknown field; did you mean 'maxModelLen'?" in err.value.problems
 
 
 # docs/FACTS.md "Memory / KV budget": at ~512K (the table's baseline) and at the production 327680:

@@ -18,20 +18,29 @@ from ascend_operator.api.constants import (
     SINGULAR,
     VERSION,
 )
+from ascend_operator.api.parse import NAME, NAME_MAX, NAME_RULE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.validation.rules import RULES
 
 Schema = dict[str, Any]
 
+#: `kubectl get ais`: what serves, how fast, and why not; `-o wide` (priority 1) adds where and which spec.
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas", "description": "Ready pods."},
     {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas", "description": "Desired pods."},
+    {
+        "name": "Model",
+        "type": "string",
+        "jsonPath": ".spec.model.servedName",
+        "description": "Served model name (what clients ask for).",
+    },
     {
         "name": "TP",
         "type": "integer",
         "jsonPath": ".spec.parallelism.tensor",
         "description": "Tensor parallel.",
+        "priority": 1,
     },
     {
         "name": "MaxLen",
@@ -56,15 +65,58 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "type": "number",
         "jsonPath": ".status.metrics.acceptanceLength",
         "description": "Speculative acceptance length (1 + accepted / drafts).",
+        "priority": 1,
     },
     {
         "name": "Status",
         "type": "string",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-        "description": "Reason of the Ready condition.",
+        "description": "Reason of the Ready condition: the first blocking cause of a replica that does not serve.",
+    },
+    {
+        "name": "Degraded",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Degraded")].reason',
+        "description": "Reason of the Degraded condition (AsExpected when nothing is wrong).",
+    },
+    {
+        "name": "Restarts",
+        "type": "integer",
+        "jsonPath": ".status.restarts",
+        "description": "Container restarts summed over the engine pods.",
+    },
+    {
+        "name": "LastRoll",
+        "type": "date",
+        "jsonPath": ".status.lastRoll.time",
+        "description": "When the operator last recreated a pod (reason in .status.lastRoll).",
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "Endpoint",
+        "type": "string",
+        "jsonPath": ".status.endpoint",
+        "description": "In-cluster URL of the OpenAI-compatible API.",
+        "priority": 1,
+    },
+    {
+        "name": "SpecHash",
+        "type": "string",
+        "jsonPath": ".status.specHash",
+        "description": "Digest of the pod spec the current spec renders (pods carry it as an annotation).",
+        "priority": 1,
+    },
 ]
+
+
+#: metadata.name as a Service name (root-level CEL may read metadata.name): `kubectl apply` refuses
+#: `dsv4.flash` instead of the operator failing to create its Service later.
+NAME_VALIDATION = {
+    "rule": f"size(self.metadata.name) <= {NAME_MAX} && self.metadata.name.matches('{NAME.pattern}')",
+    "message": NAME_RULE,
+    "reason": "FieldValueInvalid",
+    "fieldPath": ".metadata.name",
+}
 
 
 def _resolve(node: Any, defs: dict[str, Schema]) -> Any:
@@ -193,10 +245,13 @@ def build_crd() -> dict[str, Any]:
                             "description": "An LLM served by vLLM (vllm-ascend) on Ascend NPUs, judged by real "
                             "generation rather than /health.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [NAME_VALIDATION],
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
+                                # only name/generateName may be constrained; declaring name lets the
+                                # rule below point its error at metadata.name
+                                "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
                                 "spec": spec_schema(),
                                 "status": model_schema(AscendInferenceServiceStatus),
                             },

@@ -4,14 +4,29 @@ Both the CLI (files) and the operator (watch events) go through here, so a spec 
 rejects is rejected by the operator with the same words.
 """
 
+import copy
+import difflib
+import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ascend_operator.api.constants import API_VERSION, KIND
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+
+#: metadata.name: the Service is named after it, and Service names are DNS-1035 labels (a letter first,
+#: no dots, at most 63 characters); the pods are `<name>-<index>`.
+NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAME_MAX = 63
+NAME_RULE = (
+    "must be a DNS-1035 label (lowercase letters, digits and '-', starting with a letter and ending "
+    f"with a letter or digit, at most {NAME_MAX} characters): the Service is named after it and the pods "
+    "<name>-<index>"
+)
 
 
 class SpecError(ValueError):
@@ -40,13 +55,84 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _model_class(annotation: Any) -> type[BaseModel] | None:
+    """The model inside an annotation (`X`, `X | None`, `list[X]`), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_class(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def field_names_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The camelCase field names of the object that holds the last element of `loc` under spec."""
+    model: type[BaseModel] | None = AscendInferenceServiceSpec
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        by_alias = {f.alias or n: f for n, f in model.model_fields.items()}
+        field = by_alias.get(part)
+        model = _model_class(field.annotation) if field is not None else None
+    if model is None:
+        return []
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _problem(err: Mapping[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+        close = difflib.get_close_matches(loc[-1], field_names_at(loc), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{_location(loc)}: unknown field{hint}"
+    return f"{_location(loc)}: {err['msg']}"
+
+
 def parse_spec(raw: Mapping[str, Any]) -> AscendInferenceServiceSpec:
     """Validate a spec mapping (camelCase keys) into the model."""
     try:
         return AscendInferenceServiceSpec.model_validate(dict(raw))
     except ValidationError as exc:
-        problems = [f"{_location(err['loc'])}: {err['msg']}" for err in exc.errors()]
-        raise SpecError(problems) from None
+        raise SpecError([_problem(err) for err in exc.errors()]) from None
+
+
+def salvage_spec(raw: Mapping[str, Any]) -> AscendInferenceServiceSpec | None:
+    """The spec with every field that fails the schema removed (its default applies), or None when that
+    still does not parse (a required field is missing or wrong). Lets the cross-field rules run on the rest
+    of a spec that has schema errors, so a user sees every problem at once."""
+    body = copy.deepcopy(dict(raw))
+    try:
+        AscendInferenceServiceSpec.model_validate(body)
+        return None  # nothing to salvage: it parses
+    except ValidationError as exc:
+        for err in exc.errors():
+            _drop(body, tuple(err["loc"]))
+    try:
+        return AscendInferenceServiceSpec.model_validate(body)
+    except ValidationError:
+        return None
+
+
+def _drop(body: Any, loc: tuple[int | str, ...]) -> None:
+    node = body
+    for part in loc[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return
+    if isinstance(node, dict) and loc and loc[-1] in node:
+        del node[loc[-1]]
+
+
+def name_problem(name: object) -> str | None:
+    """Why metadata.name cannot name a service, or None."""
+    if not name:
+        return "metadata.name: required"
+    if not isinstance(name, str) or len(name) > NAME_MAX or not NAME.match(name):
+        return f"metadata.name: {name!r} {NAME_RULE}"
+    return None
 
 
 def parse_resource(body: Mapping[str, Any], *, default_namespace: str = "default") -> ParsedService:
@@ -56,8 +142,9 @@ def parse_resource(body: Mapping[str, Any], *, default_namespace: str = "default
                          f"{body.get('kind')}"])  # fmt: skip
     meta = body.get("metadata") or {}
     name = meta.get("name")
-    if not name:
-        raise SpecError(["metadata.name: required"])
+    bad_name = name_problem(name)
+    if bad_name is not None:
+        raise SpecError([bad_name])
     spec = body.get("spec")
     if not isinstance(spec, Mapping):
         raise SpecError(["spec: required"])

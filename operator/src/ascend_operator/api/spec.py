@@ -19,7 +19,10 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 #: Docker's default capabilities that concern file access (see RuntimeSpec.capabilities).
 ENGINE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+#: Bounded lengths keep the CEL rules that parse quantities inside the API server's cost budget.
+Quantity = Annotated[str, Field(pattern=QUANTITY, max_length=32)]
 
 
 class HostPathSource(ApiModel):
@@ -127,6 +130,7 @@ class RuntimeSpec(ApiModel):
     shm_size: str = Field(
         default="64Gi",
         pattern=QUANTITY,
+        max_length=32,
         description="Size of the memory-backed /dev/shm (engine workers exchange tensors through it).",
     )
     read_only_root_filesystem: bool = Field(
@@ -152,10 +156,77 @@ class EnvVar(ApiModel):
 
 
 class Resources(ApiModel):
-    """CPU and memory for the engine container; NPUs come from `spec.npus`, not from here."""
+    """CPU and memory for the engine container; NPUs come from `spec.npus`, not from here.
 
-    requests: dict[str, str] = Field(default_factory=dict, description="Resource requests (e.g. cpu, memory).")
-    limits: dict[str, str] = Field(default_factory=dict, description="Resource limits.")
+    Unset keys are defaulted from the Atlas 800 A2 node profile (`ascend_operator.render.resources`), so
+    an engine pod is never BestEffort, the first class the kubelet evicts under memory pressure.
+    """
+
+    requests: dict[str, Quantity] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Resource requests (cpu, memory). Unset: cpu 48 (a quarter of an Atlas 800 A2's 192 "
+        "cores, for the API server, tokenizer and one busy engine process per NPU) and memory 256Gi plus "
+        "runtime.shmSize (the memory-backed /dev/shm is charged to the container's memory), 320Gi by default, "
+        "which fits the 502Gi a KWOK Atlas node advertises and the ~1.5 TB of a real one.",
+    )
+    limits: dict[str, Quantity] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Resource limits. Unset memory: the memory request (memory cannot be throttled, so a "
+        "limit above the request only moves the OOM kill). Unset cpu: no limit (throttling a decode loop "
+        "costs latency). The memory limit must exceed runtime.shmSize: /dev/shm counts against it.",
+    )
+
+
+class PodMetadata(ApiModel):
+    """Labels and annotations added to every engine pod."""
+
+    labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Extra pod labels; keys under inference.ascend.dev/ and app.kubernetes.io/ are the "
+        "operator's (selectors depend on them) and may not be set.",
+    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Extra pod annotations.")
+
+
+class LocalObjectReference(ApiModel):
+    """A reference to an object in the service's namespace, by name."""
+
+    name: str = Field(pattern=DNS_SUBDOMAIN, max_length=253, description="Object name.")
+
+
+class ServiceType(StrEnum):
+    """Kubernetes Service types the engine Service may have."""
+
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+
+
+class ServiceSpec(ApiModel):
+    """The Service in front of the ready engine pods."""
+
+    type: ServiceType = Field(default=ServiceType.CLUSTER_IP, description="Service type.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Service annotations (e.g. for a cloud load balancer)."
+    )
+
+
+class DisruptionBudget(ApiModel):
+    """The PodDisruptionBudget over the engine pods, so `kubectl drain` keeps one replica serving."""
+
+    enabled: bool = Field(default=True, description="Create a PodDisruptionBudget for the service.")
+    min_available: int = Field(
+        default=1,
+        ge=0,
+        le=128,
+        description="Ready engine pods an eviction (kubectl drain, cluster autoscaler) must leave; 1 keeps "
+        "the last serving replica. Pods that are not Ready can always be evicted "
+        "(unhealthyPodEvictionPolicy AlwaysAllow), so a broken replica never blocks a drain. The operator's "
+        "own rolls delete pods and are limited by spec.health.rolls instead.",
+    )
 
 
 class Scheduling(ApiModel):
@@ -189,4 +260,24 @@ class AscendInferenceServiceSpec(ApiModel):
     auth: AuthSpec = Field(default_factory=AuthSpec, description="The engine's API key.")
     network_policy: NetworkPolicySpec = Field(
         default_factory=NetworkPolicySpec, description="Who may reach the engine port."
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(
+        default_factory=list, description="Secrets for pulling the engine image from a private registry."
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+        description="ServiceAccount of the engine pods. Unset: the namespace's default.",
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+        description="PriorityClass of the engine pods (an 8-NPU engine is costly to preempt and reload).",
+    )
+    pod_metadata: PodMetadata = Field(default_factory=PodMetadata, description="Extra engine pod metadata.")
+    service: ServiceSpec = Field(default_factory=ServiceSpec, description="The engine Service.")
+    disruption_budget: DisruptionBudget = Field(
+        default_factory=DisruptionBudget, description="The PodDisruptionBudget of the engine pods."
     )

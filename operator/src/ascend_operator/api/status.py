@@ -1,7 +1,8 @@
 """The status of an AscendInferenceService, as the operator writes it.
 
 Conditions follow the Kubernetes convention (type, status, reason in CamelCase, message,
-lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready` works on a service.
+lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready` (every desired replica serves) and
+`--for=condition=Available` (at least one serves) work on a service.
 """
 
 from pydantic import Field
@@ -9,6 +10,7 @@ from pydantic import Field
 from ascend_operator.api.base import ApiModel
 
 READY = "Ready"
+AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 #: Present only while spec.routing.inferencePool is (or was just) enabled: whether the owned pool is in sync.
@@ -18,7 +20,7 @@ INFERENCE_POOL_READY = "InferencePoolReady"
 class Condition(ApiModel):
     """One status condition."""
 
-    type: str = Field(description="Ready, Progressing, Degraded, or InferencePoolReady when routing is on.")
+    type: str = Field(description="Ready, Available, Progressing, Degraded, or InferencePoolReady when routing is on.")
     status: str = Field(pattern=r"^(True|False|Unknown)$", description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -72,13 +74,16 @@ class AscendInferenceServiceStatus(ApiModel):
     selector: str | None = Field(
         default=None, description="Label selector of the engine pods (the scale subresource's, for HPA and KEDA)."
     )
+    restarts: int = Field(default=0, description="Container restarts summed over the engine pods.")
+    spec_hash: str | None = Field(default=None, description="Digest of the pod spec the current spec renders.")
+    endpoint: str | None = Field(default=None, description="In-cluster URL of the service's OpenAI API.")
     tokens_per_second_display: str | None = Field(
         default=None, description="Tokens/s for the printer column (formatted)."
     )
     kv_cache_usage_display: str | None = Field(default=None, description="KV usage for the printer column.")
     metrics: EngineMetrics | None = Field(default=None, description="Engine figures.")
     conditions: list[Condition] = Field(
-        default_factory=list, description="Ready, Progressing, Degraded (and InferencePoolReady)."
+        default_factory=list, description="Ready, Available, Progressing, Degraded (and InferencePoolReady)."
     )
     last_roll: Roll | None = Field(default=None, description="The most recent roll.")
     rolls: list[Roll] = Field(default_factory=list, description="Recent rolls (rate limiting reads them).")

@@ -1,59 +1,51 @@
 """`aisctl` entry point: parse the subcommand and hand over to the module that does the work.
 
-Exit codes: 0 success, 2 bad input (the message names the field and the rule), 1 anything else. Warnings
-and notes go to stderr so that `aisctl render -f x.yaml | kubectl apply -f -` stays clean.
+Exit codes: 0 success, 2 bad input (one line per problem naming the file, the document and the field, all
+problems at once; `ascend_operator.cli.load`), 1 anything else. Warnings and notes go to stderr so that
+`aisctl render -f x.yaml | kubectl apply -f -` stays clean.
 """
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
 import yaml
 
-from ascend_operator.api.constants import NPU_RESOURCE
+from ascend_operator.api.constants import API_VERSION, NPU_RESOURCE
 from ascend_operator.api.crd import build_crd
-from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.api.parse import SpecError
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
+from ascend_operator.cli.load import Loaded, load
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.netpol import build_network_policy
-from ascend_operator.render.pod import Owner, build_pod, build_service
-from ascend_operator.validation import Severity, validate_spec
+from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service
 from ascend_operator.validation.budget import plan_budget
 from ascend_operator.validation.validate import budget_input
 
 EXIT_BAD_INPUT = 2
 
 
-def load_services(path: str) -> list[ParsedService]:
-    """Every AscendInferenceService in a YAML file ('-' for stdin)."""
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    docs = [doc for doc in yaml.safe_load_all(text) if doc]
-    services = [parse_resource(doc) for doc in docs if doc.get("kind") == "AscendInferenceService"]
-    if not services:
-        raise SpecError([f"{path}: no AscendInferenceService in the file"])
-    return services
-
-
-def _report(service: ParsedService) -> bool:
-    """Print findings to stderr; True when the spec has no error."""
-    ok = True
-    for finding in validate_spec(service.spec):
-        print(f"{service.name}: {finding}", file=sys.stderr)
-        ok = ok and finding.severity is not Severity.ERROR
-    return ok
+def _loaded(args: argparse.Namespace) -> Loaded:
+    """Load the file and report every problem on stderr, one line each."""
+    loaded = load(args.file, namespace=getattr(args, "namespace", None))
+    for line in loaded.notices:
+        print(line, file=sys.stderr)
+    for line in loaded.errors:
+        print(f"error: {line}", file=sys.stderr)
+    return loaded
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    services = load_services(args.file)
-    verdicts = [_report(svc) for svc in services]  # report every service before deciding
-    if not all(verdicts):
+    loaded = _loaded(args)
+    if loaded.errors:
         return EXIT_BAD_INPUT
-    objects = []
-    for svc in services:
+    objects: list[dict[str, Any]] = []
+    for svc in loaded.services:
         owner = Owner(name=svc.name, namespace=svc.namespace)
         if is_multi_node(svc.spec):
             objects.append(build_leader_worker_set(svc.spec, owner=owner, npu_resource=args.npu_resource))
@@ -68,16 +60,18 @@ def cmd_render(args: argparse.Namespace) -> int:
         policy = build_network_policy(svc.spec, owner=owner, operator=operator_cmd.operator_peer(args))
         if policy is not None:
             objects.append(policy)
+        pdb = build_pdb(svc.spec, owner=owner)
+        if pdb is not None:
+            objects.append(pdb)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    services = load_services(args.file)
-    verdicts = [_report(svc) for svc in services]
-    for svc in services:
+    loaded = _loaded(args)
+    for svc in loaded.services:
         print(format_plan(svc.name, plan_budget(budget_input(svc.spec)), svc.spec))
-    return 0 if all(verdicts) else EXIT_BAD_INPUT
+    return EXIT_BAD_INPUT if loaded.errors else 0
 
 
 def cmd_crd(args: argparse.Namespace) -> int:
@@ -92,15 +86,29 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed distribution's version."""
+    try:
+        return importlib.metadata.version("ascend-inference-operator")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aisctl", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"aisctl {version()} ({API_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True)
-    render = sub.add_parser("render", help="print the pods, Service, NetworkPolicy and InferencePool a spec becomes")
+    render = sub.add_parser(
+        "render", help="print the pods, Service, NetworkPolicy, InferencePool and PodDisruptionBudget a spec becomes"
+    )
     render.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
     render.add_argument(
         "--npu-resource", default=NPU_RESOURCE, help="NPU resource name, as `aisctl operator --npu-resource`"
     )
     operator_cmd.add_operator_identity(render)
+    render.add_argument(
+        "-n", "--namespace", default=None, help="namespace for services that name none (default: default)"
+    )
     render.set_defaults(func=cmd_render)
     plan = sub.add_parser("plan", help="print the HBM/KV budget per NPU with its verdict")
     plan.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
@@ -119,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except SpecError as exc:
+    except SpecError as exc:  # a subcommand that reads a spec from elsewhere (aisctl bench: the cluster)
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT

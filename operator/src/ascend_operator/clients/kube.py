@@ -72,6 +72,7 @@ class KubeApi:
         self._core = client.CoreV1Api(self._api)
         self._custom = client.CustomObjectsApi(self._api)
         self._net = client.NetworkingV1Api(self._api)
+        self._policy = client.PolicyV1Api(self._api)
 
     async def _call(
         self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
@@ -111,12 +112,19 @@ class KubeApi:
         )  # fmt: skip
         return None if obj is None else dict(cast(Mapping[str, Any], obj))
 
+    async def list_mount_failures(self, namespace: str) -> list[dict[str, Any]]:
+        """FailedMount events about pods in a namespace (the pod status only says ContainerCreating)."""
+        selector = "involvedObject.kind=Pod,reason=FailedMount"
+        result = await self._call(self._core.list_namespaced_event, namespace, field_selector=selector)
+        return [self._api.sanitize_for_serialization(e) for e in result.items] if result else []
+
     async def create(self, body: Mapping[str, Any]) -> bool:
-        """Create a pod, Service or NetworkPolicy; False when it already exists (a retried or repeated step)."""
+        """Create a pod, Service, NetworkPolicy or PodDisruptionBudget; False when it already exists (a retry)."""
         creators: dict[str, Callable[..., Any]] = {
             "Pod": self._core.create_namespaced_pod,
             "Service": self._core.create_namespaced_service,
             "NetworkPolicy": self._net.create_namespaced_network_policy,
+            "PodDisruptionBudget": self._policy.create_namespaced_pod_disruption_budget,
         }
         create = creators[body["kind"]]
         made = await self._call(create, body["metadata"]["namespace"], dict(body), tolerate=frozenset({409}))
@@ -204,6 +212,23 @@ class KubeApi:
     async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Strategic-merge-patch a Service."""
         await self._call(self._core.patch_namespaced_service, name, namespace, dict(patch))
+
+    async def read_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The PodDisruptionBudget, or None."""
+        pdb = await self._call(
+            self._policy.read_namespaced_pod_disruption_budget, name, namespace, tolerate=frozenset({404})
+        )
+        return None if pdb is None else dict(self._api.sanitize_for_serialization(pdb))
+
+    async def patch_pdb(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patch a PodDisruptionBudget (its spec is mutable since policy/v1)."""
+        await self._call(self._policy.patch_namespaced_pod_disruption_budget, name, namespace, dict(patch))
+
+    async def delete_pdb(self, namespace: str, name: str) -> None:
+        """Delete a PodDisruptionBudget (gone already is fine)."""
+        await self._call(
+            self._policy.delete_namespaced_pod_disruption_budget, name, namespace, tolerate=frozenset({404})
+        )
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
         """Strategic-merge-patch a pod's status (readiness-gate conditions); False when the pod is gone."""

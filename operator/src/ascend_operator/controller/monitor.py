@@ -310,17 +310,16 @@ def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec
     return in_grace and not state.pods[pod.uid].served
 
 
-#: Pod findings shown on the service's Degraded condition, most serious first.
-DEGRADING_REASONS = ("ConfigMismatch", "Stalled")
+#: Verdicts that are a fault of the pod: the status names them as the replica's cause (`causes.py`).
+FAULT_VERDICTS = ("ConfigMismatch", "Stalled")
 
 
-def _overrides(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> list[tuple[str, str, str, str]]:
-    judged = [(p, verdicts[p.uid]) for p in pods if p.uid in verdicts]
-    for reason in DEGRADING_REASONS:
-        for pod, verdict in judged:
-            if verdict.reason == reason:
-                return [("Degraded", "True", reason, f"pod {pod.name}: {verdict.message}")]
-    return []
+def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, tuple[str, str]]:
+    return {
+        p.uid: (v.reason, v.message)
+        for p in pods
+        if (v := verdicts.get(p.uid)) is not None and v.reason in FAULT_VERDICTS
+    }
 
 
 async def health_pass(
@@ -365,6 +364,7 @@ async def health_pass(
     refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
     _launch_canaries(mon, spec, state, answering, namespace=namespace, api_key=api_key)
     # a refused roll says most: what was found, on which pod, and which rule held it back
-    memory.overrides = refused or _overrides(live, verdicts)
+    memory.overrides = refused
+    memory.pod_faults = _faults(live, verdicts)
     now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

@@ -1,11 +1,12 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the Service and the NetworkPolicy (or its absence when turned off);
+2. ensure the Service, the NetworkPolicy (or its absence when turned off) and the PodDisruptionBudget;
 3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
    spec.routing.inferencePool, the InferencePool (controller/routing.py);
-4. compute the status and patch it only when it changed; announce condition transitions as events.
+4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
+   and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
 """
@@ -19,6 +20,7 @@ from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.controller.causes import may_fail_mount, mount_failures
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
@@ -27,7 +29,16 @@ from ascend_operator.controller.status import Observed, compute_status, conditio
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
-from ascend_operator.render.pod import Owner, build_pod, build_service, spec_hash
+from ascend_operator.render.pod import (
+    Owner,
+    build_pdb,
+    build_pod,
+    build_service,
+    owned_by,
+    service_patch,
+    service_url,
+    spec_hash,
+)
 from ascend_operator.validation import Finding, Severity, validate_spec
 
 
@@ -44,6 +55,8 @@ class ServiceMemory:
     announced_generation: int | None = None
     extra_status: dict[str, Any] = field(default_factory=dict)
     overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
+    pod_faults: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Pod uid -> (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,10 +94,27 @@ async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> 
     if current is None:
         await ctx.kube.create(desired)
         return
-    wanted = {"selector": desired["spec"]["selector"], "ports": desired["spec"]["ports"]}
-    have = {"selector": current["spec"].get("selector"), "ports": current["spec"].get("ports")}
-    if have != wanted:
-        await ctx.kube.patch_service(owner.namespace, owner.name, {"spec": wanted})
+    patch = service_patch(current, desired)
+    if patch:
+        await ctx.kube.patch_service(owner.namespace, owner.name, patch)
+
+
+async def _ensure_pdb(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
+    desired = build_pdb(parsed.spec, owner=owner)
+    current = await ctx.kube.read_pdb(owner.namespace, owner.name)
+    if desired is None:
+        if current is not None and owned_by(current, owner):
+            await ctx.kube.delete_pdb(owner.namespace, owner.name)
+            ctx.events("Normal", "DisruptionBudgetRemoved", f"deleted PodDisruptionBudget {owner.name}")
+        return
+    if current is None:
+        if await ctx.kube.create(desired):
+            ctx.events("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {owner.name}")
+        return
+    if current.get("spec", {}).get("minAvailable") != desired["spec"]["minAvailable"]:
+        await ctx.kube.patch_pdb(
+            owner.namespace, owner.name, {"spec": {"minAvailable": desired["spec"]["minAvailable"]}}
+        )
 
 
 async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
@@ -212,18 +242,27 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     if parsed is not None and not errors and not deleting:
         await _ensure_service(ctx, parsed, owner)
         await _ensure_network_policy(ctx, parsed, owner)
+        await _ensure_pdb(ctx, parsed, owner)
         if await _apply(ctx, parsed, owner, pods, key_version):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
+    failures: dict[str, str] = {}
+    if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
+        failures = mount_failures(await ctx.kube.list_mount_failures(owner.namespace), pods)
+    valid = parsed is not None and not errors
     status = compute_status(
         Observed(
             generation=generation,
             replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-            spec_hash=_current_hash(parsed.spec, key_version) if parsed and not errors else None,
+            spec_hash=_current_hash(parsed.spec, key_version) if parsed and valid else None,
             pods=_served_pods(parsed, pods),
+            service=owner.name,
+            endpoint=service_url(parsed.spec, owner) if parsed and valid else None,
             errors=errors,
+            mount_failures=failures,
+            health=memory.pod_faults,
             extra=_with_groups(parsed, pods, memory.extra_status),
             overrides=memory.overrides,
             selector=f"{LABEL_SERVICE}={owner.name}",

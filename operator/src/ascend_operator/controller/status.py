@@ -1,14 +1,18 @@
 """Compute a service's status from what was observed: a pure function of its inputs and the clock value.
 
 Conditions keep their lastTransitionTime while their status does not change, so recomputing the same
-status yields the same dict and the reconcile loop can patch only on a real change.
+status yields the same dict and the reconcile loop can patch only on a real change. Ready means every
+desired replica serves, Available that at least one does (`kubectl wait --for=condition=Available` on a
+service with 1 of 2 replicas up); when a replica does not serve, the reasons name its first blocking cause
+(`ascend_operator.controller.causes`), not a generic "waiting".
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.status import DEGRADED, INFERENCE_POOL_READY, PROGRESSING, READY
+from ascend_operator.api.status import AVAILABLE, DEGRADED, INFERENCE_POOL_READY, PROGRESSING, READY
+from ascend_operator.controller.causes import Cause, replica_causes, summary, worst
 from ascend_operator.controller.views import PodView
 
 
@@ -21,8 +25,16 @@ class Observed:
     spec_hash: str | None
     """None when the current spec is invalid (nothing is rolled to it)."""
     pods: Sequence[PodView]
+    service: str = ""
+    """The service's name: a replica without a pod is named after it."""
+    endpoint: str | None = None
+    """The in-cluster URL of the Service (None while the spec is invalid)."""
     errors: Sequence[str] = ()
     """Validation errors of the current spec, each naming the field and the rule."""
+    mount_failures: Mapping[str, str] = field(default_factory=dict)
+    """Pod name -> message of its latest FailedMount event."""
+    health: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Pod uid -> (reason, message) of a health fault (ConfigMismatch, Stalled) the health loop found."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Further status fields computed elsewhere (engine metrics, last roll), merged as given."""
     overrides: Sequence[tuple[str, str, str, str]] = ()
@@ -30,15 +42,23 @@ class Observed:
     selector: str | None = None
     """The engine pods' label selector, published for the scale subresource."""
     extra_conditions: Sequence[tuple[str, str, str, str]] = ()
-    """Conditions of optional features (InferencePoolReady), appended after the three computed ones."""
+    """Conditions of optional features (InferencePoolReady), appended after the four computed ones."""
 
 
-def _cond(kind: str, ok: bool, reason: str, message: str) -> tuple[str, str, str, str]:
+Cond = tuple[str, str, str, str]
+
+
+def _cond(kind: str, ok: bool, reason: str, message: str) -> Cond:
     return (kind, "True" if ok else "False", reason, message)
 
 
-def _ready(obs: Observed, ready: int) -> tuple[str, str, str, str]:
-    live = [p for p in obs.pods if not p.terminating]
+def _causes(obs: Observed) -> list[Cause]:
+    return replica_causes(
+        obs.pods, service=obs.service, replicas=obs.replicas, mount_failures=obs.mount_failures, health=obs.health
+    )
+
+
+def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
     if obs.errors and ready == 0:
         return _cond(READY, False, "InvalidSpec", "; ".join(obs.errors))
     if obs.replicas == 0:
@@ -46,16 +66,28 @@ def _ready(obs: Observed, ready: int) -> tuple[str, str, str, str]:
     if ready >= obs.replicas:
         reason = "ServingPreviousSpec" if obs.errors else "AllReplicasReady"
         return _cond(READY, True, reason, f"{ready}/{obs.replicas} replicas ready")
-    short = next((p for p in live if p.lacks_npus), None)
-    if short is not None:
-        return _cond(READY, False, "InsufficientNPU", f"pod {short.name}: {short.unschedulable}")
-    blocked = next((p for p in live if p.unschedulable), None)
-    if blocked is not None:
-        return _cond(READY, False, "Unschedulable", f"pod {blocked.name}: {blocked.unschedulable}")
-    return _cond(READY, False, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+    first = worst(causes)
+    if first is None:
+        return _cond(READY, False, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+    return _cond(READY, False, first.reason, f"{ready}/{obs.replicas} replicas ready; {summary(causes, first)}")
 
 
-def _progressing(obs: Observed, ready: int) -> tuple[str, str, str, str]:
+def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
+    """At least one replica serves: what `kubectl wait --for=condition=Available` waits for."""
+    if ready > 0:
+        reason = "ServingPreviousSpec" if obs.errors else "ReplicasServing"
+        return _cond(AVAILABLE, True, reason, f"{ready}/{obs.replicas} replicas ready")
+    if obs.errors:
+        return _cond(AVAILABLE, False, "InvalidSpec", "; ".join(obs.errors))
+    if obs.replicas == 0:
+        return _cond(AVAILABLE, False, "ScaledToZero", "spec.replicas is 0")
+    first = worst(causes)
+    if first is None:
+        return _cond(AVAILABLE, False, "WaitingForReplicas", f"0/{obs.replicas} replicas ready")
+    return _cond(AVAILABLE, False, first.reason, f"no replica serves; {summary(causes, first)}")
+
+
+def _progressing(obs: Observed, ready: int) -> Cond:
     if obs.errors:
         return _cond(PROGRESSING, False, "InvalidSpec", "the current spec is not rolled out: it is invalid")
     live = [p for p in obs.pods if not p.terminating]
@@ -69,12 +101,13 @@ def _progressing(obs: Observed, ready: int) -> tuple[str, str, str, str]:
     return _cond(PROGRESSING, False, "ReplicasUpToDate", "all replicas run the current spec and are ready")
 
 
-def _degraded(obs: Observed) -> tuple[str, str, str, str]:
+def _degraded(obs: Observed, causes: Sequence[Cause]) -> Cond:
     if obs.errors:
         return _cond(DEGRADED, True, "InvalidSpec", "; ".join(obs.errors))
-    short = next((p for p in obs.pods if p.lacks_npus and not p.terminating), None)
-    if short is not None:
-        return _cond(DEGRADED, True, "InsufficientNPU", f"pod {short.name}: {short.unschedulable}")
+    faults = [c for c in causes if c.fault]
+    first = worst(faults)
+    if first is not None:
+        return _cond(DEGRADED, True, first.reason, summary(faults, first))
     return _cond(DEGRADED, False, "AsExpected", "")
 
 
@@ -82,7 +115,14 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
     """The full status dict (camelCase, as stored)."""
     live = [p for p in obs.pods if not p.terminating]
     ready = sum(1 for p in live if p.ready)
-    computed = [_ready(obs, ready), _progressing(obs, ready), _degraded(obs), *obs.extra_conditions]
+    causes = _causes(obs)
+    computed = [
+        _ready(obs, ready, causes),
+        _available(obs, ready, causes),
+        _progressing(obs, ready),
+        _degraded(obs, causes),
+        *obs.extra_conditions,
+    ]
     replaced = {kind: (kind, st, reason, msg) for kind, st, reason, msg in obs.overrides}
     before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
     conditions = []
@@ -105,6 +145,9 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
         "readyReplicas": ready,
         "desiredReplicas": obs.replicas,
         "updatedReplicas": sum(1 for p in live if p.spec_hash == obs.spec_hash),
+        "restarts": sum(p.restarts for p in live),
+        "specHash": obs.spec_hash,
+        "endpoint": obs.endpoint,
         "conditions": conditions,
     }
     if obs.selector is not None:

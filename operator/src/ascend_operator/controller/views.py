@@ -1,7 +1,8 @@
 """Typed views of the pods the operator owns, read once from raw Kubernetes objects.
 
 The planner and the status function work on these views, never on raw dicts, so the rules about what a
-pod "is" (ready, terminating, unschedulable for lack of NPUs) live in one place.
+pod "is" (ready, terminating, unschedulable for lack of NPUs, waiting on the kubelet and why) live in one
+place.
 """
 
 from collections.abc import Mapping
@@ -37,6 +38,13 @@ class PodView:
     """The operator's readiness gate as the pod carries it (ready, reason), None when never written."""
     worker_index: int | None = None
     """Place in a LeaderWorkerSet group (0 = leader); None for a single-node pod."""
+    waiting: tuple[str, str] | None = None
+    """(reason, message) of the first container that is waiting with a reason (ErrImagePull,
+    CrashLoopBackOff, ContainerCreating, ...), as the kubelet reports it."""
+    restarts: int = 0
+    """Container restarts summed over the pod's containers."""
+    last_exit: str | None = None
+    """How the last terminated container run ended ("Error, exit code 1"), for CrashLoopBackOff."""
 
     @property
     def leader_or_single(self) -> bool:
@@ -66,10 +74,27 @@ def _replica(labels: Mapping[str, str]) -> int | None:
     return own if own is not None else _index(labels, LWS_GROUP_INDEX_LABEL)
 
 
+def _waiting(statuses: list[Mapping[str, Any]]) -> tuple[str, str] | None:
+    for cs in statuses:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"]), str(waiting.get("message") or "")
+    return None
+
+
+def _last_exit(statuses: list[Mapping[str, Any]]) -> str | None:
+    for cs in statuses:
+        ended = (cs.get("lastState") or {}).get("terminated")
+        if ended:
+            return f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
+    return None
+
+
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     """Read a pod object (as the API returns it, camelCase) into a view."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
+    containers = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
     ready = _condition(status, "Ready")
     scheduled = _condition(status, "PodScheduled")
     gate = _condition(status, READINESS_GATE)
@@ -91,4 +116,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         started_at=status.get("startTime"),
         gate=(gate.get("status") == "True", str(gate.get("reason") or "")) if gate is not None else None,
         worker_index=_index(meta.get("labels") or {}, LWS_WORKER_INDEX_LABEL),
+        waiting=_waiting(containers),
+        restarts=sum(int(cs.get("restartCount") or 0) for cs in containers),
+        last_exit=_last_exit(containers),
     )

@@ -1,4 +1,4 @@
-"""The engine pod and the Service in front of it, built as plain dicts from a validated spec.
+"""The engine pod, the Service in front of it and their disruption budget, as plain dicts from a spec.
 
 Pure: the same spec, name and owner always give the same objects. One pod per replica, named
 `<service>-<index>`: a stable name makes creation idempotent (a retried create meets AlreadyExists instead
@@ -25,6 +25,7 @@ from ascend_operator.render.env import build_env
 from ascend_operator.render.group import Role, group_env, with_role
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
+from ascend_operator.render.resources import build_resources
 
 ENGINE_CONTAINER = "engine"
 MODEL_VOLUME = "model"
@@ -81,15 +82,29 @@ def spec_hash(spec: AscendInferenceServiceSpec, *, key_version: str | None = Non
     It covers the rendered pod spec (image, args, env, resources, scheduling, mounts) without the probes the
     operator renders around the engine, so neither `replicas`, nor a detector or canary knob, nor an operator
     upgrade that changes the probe script restarts an engine that takes minutes to load ~292 GB; a pod gets
-    the new probe on its next natural restart. `key_version` is the resourceVersion of the API key's Secret:
-    a container reads its secretKeyRef env once, at start, so a rotated key must replace the engines (one at
-    a time, like any spec change) or they keep the old key. The version, not the value, goes in: the
-    annotation must not leak a digest of the key.
+    the new probe on its next natural restart. Extra pod labels and annotations count: admission webhooks
+    read them only when a pod is created. Without them the digest is the pod spec's alone. `key_version` is
+    the resourceVersion of the API key's Secret: a container reads its secretKeyRef env once, at start, so a
+    rotated key must replace the engines (one at a time, like any spec change) or they keep the old key. The
+    version, not the value, goes in: the annotation must not leak a digest of the key.
     """
-    digest = engine_digest(build_pod_spec(spec))
+    body: Any = build_pod_spec(spec)
+    extra = spec.pod_metadata
+    if extra.labels or extra.annotations:  # read at creation only (webhooks, sidecar injection): roll on change
+        body = {"spec": body, "labels": extra.labels, "annotations": extra.annotations}
+    digest = engine_digest(body)
     if key_version is None:
         return digest
     return hashlib.sha256(f"{digest}\napi-key-version={key_version}".encode()).hexdigest()[:16]
+
+
+#: The app.kubernetes.io labels every owned object carries; spec.podMetadata.labels may not set them.
+OPERATOR_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+)
 
 
 def common_labels(owner: Owner) -> dict[str, str]:
@@ -176,14 +191,6 @@ def security_context(spec: AscendInferenceServiceSpec) -> dict[str, Any]:
     }
 
 
-def _resources(spec: AscendInferenceServiceSpec, npu_resource: str) -> dict[str, Any]:
-    npus = str(spec.npus)
-    return {
-        "requests": {**spec.resources.requests, npu_resource: npus},
-        "limits": {**spec.resources.limits, npu_resource: npus},
-    }
-
-
 def build_engine_container(
     spec: AscendInferenceServiceSpec,
     *,
@@ -207,7 +214,7 @@ def build_engine_container(
         "args": [*ENGINE_COMMAND, *with_role(build_engine_args(spec), spec, role)],
         "env": env if role is None else group_env(spec, env),
         "ports": [{"name": "http", "containerPort": spec.engine.port, "protocol": "TCP"}],
-        "resources": _resources(spec, npu_resource),
+        "resources": build_resources(spec, npu_resource),
         "volumeMounts": mounts,
         "startupProbe": startup_probe(spec),
         "readinessProbe": readiness_probe(spec),
@@ -238,6 +245,12 @@ def build_pod_spec(
     }
     if role is Role.WORKER:
         del pod_spec["readinessGates"]
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": ref.name} for ref in spec.image_pull_secrets]
+    if spec.service_account_name is not None:
+        pod_spec["serviceAccountName"] = spec.service_account_name
+    if spec.priority_class_name is not None:
+        pod_spec["priorityClassName"] = spec.priority_class_name
     if spec.scheduling.node_selector:
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
@@ -263,8 +276,11 @@ def build_pod(
         "metadata": {
             "name": pod_name(owner, replica),
             "namespace": owner.namespace,
-            "labels": {**common_labels(owner), LABEL_REPLICA: str(replica)},
-            "annotations": {ANNOTATION_SPEC_HASH: spec_hash(spec, key_version=key_version)},
+            "labels": {**spec.pod_metadata.labels, **common_labels(owner), LABEL_REPLICA: str(replica)},
+            "annotations": {
+                **spec.pod_metadata.annotations,
+                ANNOTATION_SPEC_HASH: spec_hash(spec, key_version=key_version),
+            },
             **owner_metadata(owner),
         },
         "spec": pod_spec,
@@ -275,11 +291,21 @@ def build_pod(
 LEADER_SELECTOR = {"leaderworkerset.sigs.k8s.io/worker-index": "0"}
 
 
-def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
-    """The ClusterIP Service over the ready engine pods."""
+def build_pdb(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any] | None:
+    """The PodDisruptionBudget over the engine pods, or None when spec.disruptionBudget is disabled.
+
+    minAvailable counts Ready pods, so a drain may take any replica but the last serving one;
+    `unhealthyPodEvictionPolicy: AlwaysAllow` (policy/v1, GA in Kubernetes 1.31) lets a drain evict a pod
+    that is not Ready whatever the budget, so a crash-looping replica never blocks node maintenance.
+    None for a multi-node service too: a group serves only with all its pods, which a budget over pods
+    cannot say (evicting one worker takes the whole group down), so none is made rather than a wrong one.
+    """
+    budget = spec.disruption_budget
+    if not budget.enabled or spec.parallelism.nodes > 1:
+        return None
     return {
-        "apiVersion": "v1",
-        "kind": "Service",
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
         "metadata": {
             "name": owner.name,
             "namespace": owner.namespace,
@@ -287,7 +313,60 @@ def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str
             **owner_metadata(owner),
         },
         "spec": {
-            "type": "ClusterIP",
+            "minAvailable": budget.min_available,
+            "selector": {"matchLabels": {LABEL_SERVICE: owner.name}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def owned_by(obj: dict[str, Any], owner: Owner) -> bool:
+    """Whether `obj` is controlled by the service (never delete what a user made under the same name)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("uid") == owner.uid and r.get("controller") for r in refs)
+
+
+def service_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """The strategic-merge patch that brings a live Service to what the spec asks; {} when it matches.
+
+    Only what the operator decides is compared: selector, ports, type and the spec's annotations (an
+    annotation removed from the spec stays on the Service; others' annotations are never touched).
+    """
+    want = {k: desired["spec"][k] for k in ("selector", "ports", "type")}
+    have = {k: current.get("spec", {}).get(k) for k in ("selector", "ports", "type")}
+    patch: dict[str, Any] = {}
+    if {**have, "ports": _ports(have["ports"])} != want:
+        patch["spec"] = want
+    annotations = desired["metadata"].get("annotations") or {}
+    live = (current.get("metadata") or {}).get("annotations") or {}
+    if any(live.get(k) != v for k, v in annotations.items()):
+        patch["metadata"] = {"annotations": annotations}
+    return patch
+
+
+def _ports(ports: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Live ports without what the API server adds (a NodePort's nodePort)."""
+    if ports is None:
+        return None
+    return [{k: v for k, v in p.items() if k in ("name", "port", "targetPort", "protocol")} for p in ports]
+
+
+def service_url(spec: AscendInferenceServiceSpec, owner: Owner) -> str:
+    """The in-cluster URL of the Service's OpenAI-compatible API."""
+    return f"http://{owner.name}.{owner.namespace}.svc:{spec.engine.port}"
+
+
+def build_service(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, Any]:
+    """The Service over the ready engine pods (ClusterIP unless spec.service.type says otherwise)."""
+    metadata: dict[str, Any] = {"name": owner.name, "namespace": owner.namespace, "labels": common_labels(owner)}
+    if spec.service.annotations:
+        metadata["annotations"] = dict(spec.service.annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {**metadata, **owner_metadata(owner)},
+        "spec": {
+            "type": spec.service.type.value,
             "selector": serving_selector(spec, owner),
             "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
         },

@@ -12,12 +12,14 @@ specs without an API server.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascend_operator.api.constants import KNOWN_NPU_RESOURCES
+from ascend_operator.api.constants import GROUP, KNOWN_NPU_RESOURCES
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import flags as F
 from ascend_operator.render.env import API_KEY_ENV
+from ascend_operator.render.pod import OPERATOR_LABELS
+from ascend_operator.render.resources import build_resources, parse_quantity
 from ascend_operator.validation.budget import load_profiles
 
 Spec = AscendInferenceServiceSpec
@@ -114,6 +116,23 @@ def _env_unique(spec: Spec) -> bool:
 def _no_api_key_arg(spec: Spec) -> bool:
     # any spelling vLLM's parser reads as --api-key (--api_key, an unambiguous abbreviation)
     return not any(F.option_name(arg) == "--api-key" for arg in spec.engine.extra_args)
+
+
+def _shm_fits(spec: Spec) -> bool:
+    limit = build_resources(spec)["limits"].get("memory")
+    return limit is None or parse_quantity(limit) > parse_quantity(spec.runtime.shm_size)
+
+
+def _requests_within_limits(spec: Spec) -> bool:
+    req, lim = spec.resources.requests, spec.resources.limits
+    return all(parse_quantity(req[r]) <= parse_quantity(lim[r]) for r in ("cpu", "memory") if r in req and r in lim)
+
+
+def _own_labels_untouched(spec: Spec) -> bool:
+    return not any(k in OPERATOR_LABELS or k.startswith(f"{GROUP}/") for k in spec.pod_metadata.labels)
+
+
+_OWN_LABELS = ", ".join(f"'{k}'" for k in OPERATOR_LABELS)
 
 
 def _cel_spelling(spelling: str) -> str:
@@ -289,6 +308,40 @@ RULES: tuple[Rule, ...] = (
         check=lambda s: all(var.name != API_KEY_ENV for var in s.env),
         cel=f"self.all(e, e.name != '{API_KEY_ENV}')",
         cel_scope=("env",),
+    ),
+    Rule(
+        name="ShmWithinMemoryLimit",
+        field="spec.resources.limits.memory",
+        message="the engine's memory limit (spec.resources.limits.memory, else requests.memory) must exceed "
+        "spec.runtime.shmSize: the memory-backed /dev/shm counts against the container's memory limit, so "
+        "workers filling it would OOM-kill the engine",
+        check=_shm_fits,
+        # map['key'], not map.key: the API server's cost estimate knows the value's maxLength only then
+        cel="!has(self.resources) || !has(self.runtime) || !has(self.runtime.shmSize) || "
+        "((has(self.resources.limits) && 'memory' in self.resources.limits) ? "
+        "quantity(self.resources.limits['memory']).isGreaterThan(quantity(self.runtime.shmSize)) : "
+        "(!has(self.resources.requests) || !('memory' in self.resources.requests) || "
+        "quantity(self.resources.requests['memory']).isGreaterThan(quantity(self.runtime.shmSize))))",
+        cel_field_path=".resources",
+    ),
+    Rule(
+        name="RequestsWithinLimits",
+        field="spec.resources",
+        message="spec.resources.requests may not exceed spec.resources.limits for cpu or memory: the API "
+        "server would refuse every engine pod",
+        check=_requests_within_limits,
+        cel="!has(self.requests) || !has(self.limits) || ['cpu', 'memory'].all(r, !(r in self.requests) || "
+        "!(r in self.limits) || !quantity(self.requests[r]).isGreaterThan(quantity(self.limits[r])))",
+        cel_scope=("resources",),
+    ),
+    Rule(
+        name="OperatorLabelsReserved",
+        field="spec.podMetadata.labels",
+        message=f"spec.podMetadata.labels may not set {GROUP}/ keys or the app.kubernetes.io labels the "
+        "operator sets: the Service, the disruption budget and the operator select pods by them",
+        check=_own_labels_untouched,
+        cel=f"!has(self.labels) || self.labels.all(k, !k.startsWith('{GROUP}/') && !(k in [{_OWN_LABELS}]))",
+        cel_scope=("podMetadata",),
     ),
     Rule(
         name="EnvNamesUnique",

@@ -1,0 +1,170 @@
+"""Why a replica does not serve: the first blocking cause of each replica, from what was observed. Pure.
+
+`WaitingForReplicas` for an image that cannot be pulled, a mount that fails and an engine that crashes
+alike tells a user nothing; the kubelet, the scheduler and the operator's own health checks already say
+what is wrong, so the status repeats their words. Per replica the cause is the first of, in the order a
+pod gets stuck: being deleted (Draining), not placed (InsufficientNPU / Unschedulable, with the
+scheduler's message), a volume that does not mount (FailedMount, from the pod's events: the pod status
+only says ContainerCreating), a container the kubelet cannot start or keeps restarting (its waiting
+reason and message, CrashLoopBackOff with the restart count and the last exit), then the health verdict
+(ConfigMismatch, Stalled). Across replicas the most serious cause names the service's reason.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ascend_operator.controller.views import PodView
+
+#: Container waiting reasons the kubelet reports for a container that cannot start, by how much they say
+#: about a fault the user has to fix (kubelet: pkg/kubelet/images/types.go ErrImagePullBackOff,
+#: ErrImagePull, ErrInvalidImageName; pkg/kubelet/container/sync_result.go CrashLoopBackOff,
+#: CreateContainerConfigError, CreateContainerError, RunContainerError).
+CONTAINER_FAULTS = (
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+)
+#: Every cause, most serious first; the service's reason is the first one any replica has.
+SEVERITY = (
+    "ConfigMismatch",
+    "Stalled",
+    *CONTAINER_FAULTS,
+    "FailedMount",
+    "InsufficientNPU",
+    "Unschedulable",
+    "Draining",
+    "WaitingForReplicas",
+)
+#: Causes that are not a fault but a step on the way (a deletion, a pod still loading its engine):
+#: they hold Ready back without making the service Degraded.
+TRANSIENT = frozenset({"Draining", "WaitingForReplicas"})
+#: Waiting reasons that are the normal way to a running container, not causes of their own.
+STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    """Why one replica does not serve."""
+
+    pod: str
+    reason: str
+    message: str
+
+    @property
+    def fault(self) -> bool:
+        """Something the user has to fix (rather than wait for)."""
+        return self.reason not in TRANSIENT
+
+    def __str__(self) -> str:
+        return f"pod {self.pod}: {self.reason}: {self.message}" if self.message else f"pod {self.pod}: {self.reason}"
+
+
+def pod_cause(pod: PodView, *, mount_failure: str | None = None, health: tuple[str, str] | None = None) -> Cause | None:
+    """The first blocking cause of one pod; None when it serves (Ready) and nothing is wrong.
+
+    `mount_failure` is the message of the pod's latest FailedMount event, `health` the operator's
+    (reason, message) verdict when it is a fault (ConfigMismatch, Stalled).
+    """
+    if pod.terminating:
+        return Cause(pod=pod.name, reason="Draining", message="the pod is being deleted")
+    if pod.unschedulable is not None:
+        reason = "InsufficientNPU" if pod.lacks_npus else "Unschedulable"
+        return Cause(pod=pod.name, reason=reason, message=pod.unschedulable)
+    waiting = pod.waiting
+    if mount_failure is not None and (waiting is None or waiting[0] in STARTING) and pod.phase == "Pending":
+        return Cause(pod=pod.name, reason="FailedMount", message=mount_failure)
+    if waiting is not None and waiting[0] not in STARTING:
+        reason, message = waiting
+        if reason == "CrashLoopBackOff":
+            ended = f", last run: {pod.last_exit}" if pod.last_exit else ""
+            detail = f": {message}" if message else ""
+            message = f"restarted {pod.restarts} time(s){ended}{detail}"
+        return Cause(pod=pod.name, reason=reason, message=message)
+    if health is not None:
+        return Cause(pod=pod.name, reason=health[0], message=health[1])
+    if pod.ready:
+        return None
+    detail = f"container {waiting[0]}" if waiting is not None else f"phase {pod.phase}, the engine is not serving yet"
+    return Cause(pod=pod.name, reason="WaitingForReplicas", message=detail)
+
+
+def _event_time(event: Mapping[str, Any]) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
+
+
+def mount_failures(events: Sequence[Mapping[str, Any]], pods: Sequence[PodView]) -> dict[str, str]:
+    """Pod name -> message of its latest FailedMount event (core v1 events as the API returns them).
+
+    Events are matched by the pod's uid, so an event about an earlier pod of the same name (a replaced
+    replica) never blames the new one.
+    """
+    by_uid = {p.uid: p.name for p in pods}
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        obj = event.get("involvedObject") or {}
+        name = by_uid.get(str(obj.get("uid") or ""))
+        if name is None or event.get("reason") != "FailedMount":
+            continue
+        stamp = _event_time(event)
+        if name not in latest or stamp >= latest[name][0]:
+            latest[name] = (stamp, str(event.get("message") or ""))
+    return {name: message for name, (_, message) in latest.items()}
+
+
+def may_fail_mount(pod: PodView) -> bool:
+    """A pod whose events are worth reading: bound, not started, nothing else said why."""
+    return pod.phase == "Pending" and pod.node is not None and (pod.waiting is None or pod.waiting[0] in STARTING)
+
+
+def _rank(cause: Cause) -> int:
+    return SEVERITY.index(cause.reason) if cause.reason in SEVERITY else SEVERITY.index("RunContainerError")
+
+
+def replica_causes(
+    pods: Sequence[PodView],
+    *,
+    service: str,
+    replicas: int,
+    mount_failures: Mapping[str, str],
+    health: Mapping[str, tuple[str, str]],
+) -> list[Cause]:
+    """The cause of every replica that does not serve, in replica order, plus terminating pods.
+
+    `mount_failures` is keyed by pod name, `health` by pod uid (a replaced replica keeps its name, and
+    must not inherit the verdict of the pod it replaces). A replica without any pod waits for the operator
+    to create it; a pod of a replica index beyond
+    `replicas` (scale-down) is left out unless it is being deleted.
+    """
+    causes: list[Cause] = []
+    for pod in pods:
+        if pod.replica is not None and pod.replica >= replicas and not pod.terminating:
+            continue
+        cause = pod_cause(pod, mount_failure=mount_failures.get(pod.name), health=health.get(pod.uid))
+        if cause is not None:
+            causes.append(cause)
+    covered = {p.replica for p in pods if not p.terminating}
+    for index in range(replicas):
+        if index not in covered:
+            causes.append(Cause(pod=f"{service}-{index}", reason="WaitingForReplicas", message="not created yet"))
+    return causes
+
+
+def worst(causes: Sequence[Cause], *, faults_only: bool = False) -> Cause | None:
+    """The most serious cause (the first of its kind in replica order)."""
+    pool = [c for c in causes if c.fault] if faults_only else list(causes)
+    return min(pool, key=_rank) if pool else None
+
+
+def summary(causes: Sequence[Cause], first: Cause) -> str:
+    """`first` in full, then how many other replicas are blocked and by what."""
+    others = [c for c in causes if c is not first]
+    if not others:
+        return str(first)
+    rest = ", ".join(f"{c.pod} {c.reason}" for c in others)
+    return f"{first}; also {rest}"
