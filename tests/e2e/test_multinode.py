@@ -102,6 +102,12 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
     selector = cluster.get_json("service", "svc", "-n", namespace)["spec"]["selector"]
     chosen = cluster.get_json("pods", "-n", namespace, "-l", ",".join(f"{k}={v}" for k, v in selector.items()))
     assert [p["metadata"]["name"] for p in chosen["items"]] == [leader["metadata"]["name"]]
+    # the scale subresource an HPA reads counts one pod per group: the leader (replicas counts groups)
+    path = f"/apis/inference.ascend.dev/v1alpha1/namespaces/{namespace}/ascendinferenceservices/svc/scale"
+    scale = json.loads(cluster.kubectl("get", "--raw", path))
+    counted = cluster.get_json("pods", "-n", namespace, "-l", scale["status"]["selector"])["items"]
+    assert [p["metadata"]["name"] for p in counted] == [leader["metadata"]["name"]]
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (1, 1)
 
     base = f"http://{leader['status']['podIP']}:8000"
     stop = threading.Event()

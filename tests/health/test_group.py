@@ -4,18 +4,30 @@ Pods are raw API objects read by controller/views.py (what the monitor lists), f
 whose LWS `svc-group` has leader `svc-group-0` and worker `svc-group-0-1`.
 """
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.parse import parse_resource
 from ascend_operator.controller.views import PodView, pod_view
-from ascend_operator.health.group import WORKER_GONE, group_verdict, observe_group, rank_owners
+from ascend_operator.health.group import (
+    WORKER_GONE,
+    GroupObservation,
+    MissingWorker,
+    group_verdict,
+    observe,
+    observe_group,
+    rank_owners,
+)
 from ascend_operator.health.judge import PodHealth, Verdict
 from ascend_operator.health.machine import Observations, RequestRoll, SetGate, step
 from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
 
+ROOT = Path(__file__).resolve().parents[2]
 LEADER = "svc-group-0"
 WORKER = "svc-group-0-1"
 PASSING = Verdict(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")
@@ -176,3 +188,19 @@ def test_the_machine_writes_the_group_verdict_to_the_leader_gate_and_asks_for_th
         RequestRoll(reason=RollReason.STALLED, message=message, evidence={"workersGone": 1.0}),
     )
     assert state.gate == (False, WORKER_GONE)
+
+
+def test_the_monitor_call_observes_leaders_of_the_two_node_example_only() -> None:
+    two_node = parse_resource(yaml.safe_load((ROOT / "examples" / "dsr1-2node.yaml").read_text())).spec
+    single = parse_resource(yaml.safe_load((ROOT / "examples" / "dsv4-flash.yaml").read_text())).spec
+    leader, member = pod(LEADER), worker()
+    assert observe(leader, [leader, member], two_node) == GroupObservation(leader=LEADER, size=2, local_ranks=2)
+    assert observe(leader, [leader], two_node) == GroupObservation(
+        leader=LEADER,
+        size=2,
+        local_ranks=2,
+        missing=(MissingWorker(index=1, name=WORKER, why="has no pod", definite=False, lws_recreates=False),),
+    )
+    assert observe(member, [leader, member], two_node) is None
+    plain = pod_view({"metadata": {"name": "dsv4-flash-0", "labels": {"inference.ascend.dev/replica": "0"}}})
+    assert observe(plain, [plain], single) is None

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.health.judge import Verdict
 from ascend_operator.health.rolls import RollReason
 
@@ -124,6 +125,15 @@ def observe_group(leader: Member, pods: Sequence[Member], *, size: int, local_ra
             why, definite, lws = found
             missing.append(MissingWorker(index=index, name=worker.name, why=why, definite=definite, lws_recreates=lws))
     return GroupObservation(leader=leader.name, size=size, local_ranks=local_ranks, missing=tuple(missing))
+
+
+def observe(pod: Member, pods: Sequence[Member], spec: AscendInferenceServiceSpec) -> GroupObservation | None:
+    """The monitor's one call per judged pod: the group observation of a leader (`pods`: every pod of the
+    service, workers included), None for a single-node pod."""
+    nodes = spec.parallelism.nodes
+    if nodes <= 1 or pod.worker_index != 0:
+        return None
+    return observe_group(pod, pods, size=nodes, local_ranks=spec.parallelism.data // nodes)
 
 
 def rank_owners(ranks: Sequence[str], *, leader: str, local_ranks: int) -> dict[str, list[str]]:
