@@ -9,8 +9,6 @@ cannot share one, so the scheduler places them apart.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,19 +23,8 @@ from tests.e2e.test_health import FAST, background_requests, post
 
 AddNodes = Callable[[int], list[str]]
 EXAMPLE = ROOT / "examples" / "dsr1-2node.yaml"
-LWS_CRD = "crd/leaderworkersets.leaderworkerset.x-k8s.io"
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
-
-
-@pytest.fixture(scope="module")
-def lws(cluster: Cluster) -> None:
-    """LeaderWorkerSet on the session's cluster: started by hack/local-cluster on a local one."""
-    if cluster.state_dir is not None:
-        env = {**os.environ, "AIS_CLUSTER_DIR": str(cluster.state_dir)}
-        subprocess.run([str(ROOT / "hack" / "local-cluster"), "lws"], env=env, check=True, timeout=300)
-    elif not cluster.kubectl("get", LWS_CRD, "--ignore-not-found", "-o", "name"):
-        pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
 
 
 @pytest.fixture
