@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from ascend_operator.api.health import StallSpec
+from ascend_operator.api.health import HealthSpec, StallSpec
+from ascend_operator.health.judge import PodHealth, fold_sample, judge
+from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample, RankSample, parse_metrics
 from ascend_operator.health.stall import detect_stall
 
@@ -143,3 +145,13 @@ def test_a_rank_stall_is_caught_within_the_window_of_its_freeze() -> None:
     samples = trace(ranks, until=200)
     first = next(s.t for i, s in enumerate(samples) if detect_stall(samples[: i + 1], now=s.t, cfg=CFG).stalled)
     assert 50 + CFG.window_seconds <= first <= 50 + CFG.window_seconds + STEP
+
+
+def test_the_pod_verdict_carries_the_stalled_ranks_for_the_group() -> None:
+    state = PodHealth(mismatches=(), served=True)
+    cfg = HealthSpec(stall=CFG, scrape_interval_seconds=STEP)
+    for sample in trace({**ADVANCING, "3": Rank(frozen_at=20)}, until=120):
+        state = fold_sample(state, sample, cfg=cfg)
+    verdict = judge(state, now=120, cfg=cfg)
+    assert (verdict.reason, verdict.roll, verdict.ranks) == ("Stalled", RollReason.STALLED, ("3",))
+    assert verdict.message.startswith("DP rank 3 of 4: ")
