@@ -83,6 +83,20 @@ def delete_services_first(cluster: Cluster, namespace: str, add_nodes: Callable[
     cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
 
 
+LWS_CRD = "crd/leaderworkersets.leaderworkerset.x-k8s.io"
+
+
+@pytest.fixture(scope="session")
+def lws(cluster: Cluster) -> None:
+    """LeaderWorkerSet on the session's cluster: started by hack/local-cluster on a local one (idempotent);
+    on another cluster (kind) it must already be installed, else the test is skipped."""
+    if cluster.state_dir is not None:
+        env = {**os.environ, "AIS_CLUSTER_DIR": str(cluster.state_dir)}
+        subprocess.run([str(ROOT / "hack" / "local-cluster"), "lws"], env=env, check=True, timeout=300)
+    elif not cluster.kubectl("get", LWS_CRD, "--ignore-not-found", "-o", "name"):
+        pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
+
+
 def start_operator(cluster: Cluster, log: Path) -> Proc:
     """`aisctl operator` on a free liveness port, resyncing every 5 s."""
     port = 18080 + os.getpid() % 1000

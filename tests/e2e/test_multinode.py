@@ -9,8 +9,6 @@ cannot share one, so the scheduler places them apart.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,29 +23,31 @@ from tests.e2e.test_health import FAST, background_requests, post
 
 AddNodes = Callable[[int], list[str]]
 EXAMPLE = ROOT / "examples" / "dsr1-2node.yaml"
-LWS_CRD = "crd/leaderworkersets.leaderworkerset.x-k8s.io"
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
 
-@pytest.fixture(scope="module")
-def lws(cluster: Cluster) -> None:
-    """LeaderWorkerSet on the session's cluster: started by hack/local-cluster on a local one."""
-    if cluster.state_dir is not None:
-        env = {**os.environ, "AIS_CLUSTER_DIR": str(cluster.state_dir)}
-        subprocess.run([str(ROOT / "hack" / "local-cluster"), "lws"], env=env, check=True, timeout=300)
-    elif not cluster.kubectl("get", LWS_CRD, "--ignore-not-found", "-o", "name"):
-        pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
+def _attach(cluster: Cluster, namespace: str, tmp_path: Path, **env: str) -> Proc:
+    return start(
+        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
+        program=AISSIM,
+        log=tmp_path / "attach.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
+    )
 
 
 @pytest.fixture
 def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
-    proc = start(
-        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
-        program=AISSIM,
-        log=tmp_path / "attach.log",
-        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
-    )
+    proc = _attach(cluster, namespace, tmp_path)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def attach_dense(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
+    """Simulators of a dense model: DP ranks are independent engines (vllm/v1/engine/core.py:1193-1200),
+    so a silent worker stops only its own ranks while the leader's keep advancing."""
+    proc = _attach(cluster, namespace, tmp_path, AIS_SIM_DENSE="1")
     yield proc
     proc.stop()
 
@@ -102,6 +102,12 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
     selector = cluster.get_json("service", "svc", "-n", namespace)["spec"]["selector"]
     chosen = cluster.get_json("pods", "-n", namespace, "-l", ",".join(f"{k}={v}" for k, v in selector.items()))
     assert [p["metadata"]["name"] for p in chosen["items"]] == [leader["metadata"]["name"]]
+    # the scale subresource an HPA reads counts one pod per group: the leader (replicas counts groups)
+    path = f"/apis/inference.ascend.dev/v1alpha1/namespaces/{namespace}/ascendinferenceservices/svc/scale"
+    scale = json.loads(cluster.kubectl("get", "--raw", path))
+    counted = cluster.get_json("pods", "-n", namespace, "-l", scale["status"]["selector"])["items"]
+    assert [p["metadata"]["name"] for p in counted] == [leader["metadata"]["name"]]
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (1, 1)
 
     base = f"http://{leader['status']['podIP']}:8000"
     stop = threading.Event()
@@ -129,5 +135,39 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
         status = ais(cluster, namespace, "svc")["status"]
         assert len(status["rolls"]) == 1
         assert len(events(cluster, namespace, "Rolled")) == 1
+    finally:
+        stop.set()
+
+
+def test_a_stalled_workers_ranks_roll_the_group_while_the_leaders_ranks_advance(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach_dense: Proc
+) -> None:
+    label_nodes(cluster, add_nodes(2), namespace)
+    cluster.apply(two_node("svc", namespace), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready through the leader's canary")
+    roles = by_role(group_pods(cluster, namespace))
+    leader, worker = roles["leader"], roles["worker"]
+    stop = threading.Event()
+    body = {"model": "deepseek_r1", "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 16000,
+            "ignore_eos": True}  # fmt: skip
+    background_requests(f"http://{leader['status']['podIP']}:8000", body, clients=8, stop=stop)
+    try:
+        post(f"http://{worker['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
+        try:
+            roll = wait_for(
+                lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll"
+            )
+        except WaitTimeout as exc:
+            raise AssertionError(f"{exc}; status: {json.dumps(ais(cluster, namespace, 'svc')['status'])}") from exc
+        # summed over the ranks the leader's progress hides it; judged per rank, the worker's ranks stall
+        assert roll["reason"] == "Stalled"
+        assert roll["message"].startswith("DP ranks 2, 3 of 4: "), roll
+        assert "(the other 2 advance)" in roll["message"]
+        old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
+        wait_for(
+            lambda: len(new := group_pods(cluster, namespace)) == 2 and not old & {p["metadata"]["uid"] for p in new},
+            timeout=120,
+            message="the whole group recreated",
+        )
     finally:
         stop.set()

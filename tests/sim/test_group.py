@@ -1,19 +1,27 @@
-"""A simulated two-node group: the leader reports every DP rank and stops them all while a worker is silent.
+"""A simulated two-node group: the leader reports every DP rank, the worker's too, and a silent worker stops
+its ranks (every rank of an MoE model, whose ranks run in lockstep; only its own of a dense model).
 
 In-process leader and worker on one random 127.x address (different ports), with the flags
-render/group.py gives them (vllm-ascend DeepSeek-R1 tutorial section 5.2 form).
+render/group.py gives them (vllm-ascend DeepSeek-R1 tutorial section 5.2 form). The operator's stall
+detector, fed the leader's /metrics, names the stalled ranks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 
-from tests.sim.conftest import SimFactory, base_args, loopback
+import pytest
+
+from ascend_operator.api.health import StallSpec
+from ascend_operator.health.samples import EngineSample, parse_metrics
+from ascend_operator.health.stall import detect_stall
+from tests.sim.conftest import Sim, SimFactory, base_args, loopback
 
 
-def _group_args(host: str, rpc: int, *, worker: bool) -> list[str]:
-    args = base_args(scale=1000.0, spec=False)
+def _group_args(host: str, rpc: int, *, worker: bool, scale: float = 1000.0) -> list[str]:
+    args = base_args(scale=scale, spec=False)
     args[args.index("--host") + 1] = host
     args[args.index("--tensor-parallel-size") + 1] = "4"
     args += ["--data-parallel-size", "4", "--data-parallel-size-local", "2"]
@@ -53,3 +61,56 @@ async def test_leader_serves_every_rank_and_stops_when_the_worker_hangs(sim: Sim
         assert resp.status == 200
     code, body = await asyncio.wait_for(pending, timeout=30)
     assert code == 200  # the peer is back: progress resumes
+
+
+async def _scrapes(leader: Sim, *, seconds: float, every: float = 0.25) -> list[EngineSample]:
+    loop = asyncio.get_running_loop()
+    out: list[EngineSample] = []
+    end = loop.time() + seconds
+    while loop.time() < end:
+        out.append(parse_metrics(await leader.metrics_text(), t=loop.time()))
+        await asyncio.sleep(every)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("dense", "stalled"),
+    [(True, ("2", "3")), (False, ("0", "1", "2", "3"))],
+    ids=["dense-model-only-the-worker's-ranks", "moe-model-every-rank"],
+)
+async def test_a_hung_worker_stops_its_ranks_and_the_verdict_names_them(
+    sim: SimFactory, dense: bool, stalled: tuple[str, ...]
+) -> None:
+    host, rpc = loopback(), random.randint(20000, 40000)
+    extra = ["--sim-dense"] if dense else []
+    leader = await sim([*_group_args(host, rpc, worker=False, scale=100.0), *extra])
+    worker = await sim([*_group_args(host, rpc, worker=True, scale=100.0), *extra])
+    load = [
+        asyncio.ensure_future(leader.complete(max_tokens=60000, ignore_eos=True, sim_prompt_tokens=64))
+        for _ in range(8)
+    ]
+    try:
+
+        async def every_rank_busy() -> bool:
+            ranks = parse_metrics(await leader.metrics_text(), t=0).ranks
+            return len(ranks) == 4 and all(r.running > 0 for r in ranks.values())
+
+        for _ in range(100):
+            if await every_rank_busy():
+                break
+            await asyncio.sleep(0.1)
+        assert await every_rank_busy()  # the leader reports the worker's ranks 2 and 3 too
+        code, _ = await worker.fault({"fault": "hang"})
+        assert code == 200
+        await asyncio.sleep(2.0)  # past the leader's peer timeout
+        samples = await _scrapes(leader, seconds=3.0)
+        finding = detect_stall(samples, now=samples[-1].t, cfg=StallSpec(window_seconds=2.0))
+        assert (finding.stalled, finding.ranks) == (True, stalled), finding
+        assert f"of 4: {2 * len(stalled)} request(s) running" in finding.message
+        summed = [replace(s, ranks={}) for s in samples]
+        # summed over ranks, the dense group's stall hides behind the leader's progressing ranks
+        assert detect_stall(summed, now=samples[-1].t, cfg=StallSpec(window_seconds=2.0)).stalled is not dense
+    finally:
+        for request in load:
+            request.cancel()
+        await asyncio.gather(*load, return_exceptions=True)

@@ -44,6 +44,9 @@ class SimOptions:
     drop_args: tuple[str, ...] = ()
     seed: int = 0
     model_type: str = "deepseek_v4"
+    dense: bool = False
+    """The served model has no MoE layers: vLLM runs its DP ranks as independent engines
+    (vllm/v1/engine/core.py:1189-1200), so a lost peer of a group stops only its own ranks."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ def _sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-drop-args", action="append", default=[])
     p.add_argument("--sim-seed", type=int)
     p.add_argument("--sim-model-type")
+    p.add_argument("--sim-dense", action="store_true", default=None)
     return p
 
 
@@ -272,6 +276,7 @@ def _sim_options(ns: argparse.Namespace, env: Mapping[str, str]) -> SimOptions:
         drop_args=tuple(drop),
         seed=int(pick(ns.sim_seed, "SEED", int, 0)),
         model_type=str(pick(ns.sim_model_type, "MODEL_TYPE", str, "deepseek_v4")),
+        dense=bool(pick(ns.sim_dense, "DENSE", lambda raw: raw.lower() in ("1", "true", "yes"), False)),
     )
 
 

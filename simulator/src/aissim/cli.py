@@ -17,6 +17,7 @@ choice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -49,6 +50,8 @@ Simulator flags (env var used when the flag is absent):
   --sim-seed N                  acceptance sequence seed (AIS_SIM_SEED)
   --sim-model-type T            config.json model_type for vllm-ascend's block-size rewrite
                                 (AIS_SIM_MODEL_TYPE, default deepseek_v4)
+  --sim-dense                   the model has no MoE layers: DP ranks run independently, so a lost
+                                peer of a group stops only its own ranks (AIS_SIM_DENSE=1)
 """
 
 
@@ -74,7 +77,8 @@ class Running:
 
 
 async def start_group(cfg: SimConfig, engine: SimEngine, *, host: str) -> list[asyncio.Task[None] | LeaderLink]:
-    """A leader listens for its workers and stops every rank while one is lost; a worker joins and beats."""
+    """A leader listens for its workers and stops the ranks a lost one holds up (every rank of an MoE model,
+    only the lost ranks of a dense one); a worker joins and beats."""
     group = cfg.group
     if group is None:
         return []
@@ -83,7 +87,7 @@ async def start_group(cfg: SimConfig, engine: SimEngine, *, host: str) -> list[a
         return [task]
     link = LeaderLink(group, on_change=engine.wake_all)
     for core in engine.cores:
-        core.peers_lost = lambda: not link.complete()
+        core.peers_lost = functools.partial(link.rank_lost, core.index) if cfg.sim.dense else link.incomplete
     await link.start(host)
     return [link]
 

@@ -7,9 +7,18 @@ MoE layers exchange tokens with every other rank each step (expert parallelism o
 ranks), so one lost or hung peer stops every rank's forward progress while the leader's HTTP server
 keeps answering - the seed's "stall with /health 200", group-wide.
 
-Model: the leader simulates all `--data-parallel-size` ranks (one `engine` label each in /metrics,
-as vLLM's leader reports every rank it coordinates); ranks `--data-parallel-start-rank ..
-+ --data-parallel-size-local` of each worker progress only while that worker is alive. A worker
+Which ranks a lost peer stops depends on the model: vLLM runs the DP ranks of an MoE model in lockstep
+(DPEngineCoreProc: an idle rank runs dummy batches and every step all-reduces whether any rank has work,
+vllm/v1/engine/core.py:1189-1192 and 1948-1961), so one silent peer stops all; the ranks of a dense model
+are independent engines (core.py:1193-1200), so only the lost ranks stop (`--sim-dense`).
+
+Model: the leader simulates all `--data-parallel-size` ranks, one `engine` label each in its /metrics,
+because that is where vLLM shows them: the leader's API server manages every rank of an internally
+balanced DP group, the `--headless` nodes' ranks included (vllm/v1/engine/core_client.py:600-605), logs
+each output batch under its engine index (vllm/v1/engine/async_llm.py:158-160, 696-698), and headless
+nodes run no API server at all (vllm/entrypoints/cli/serve.py:173-240). Ranks
+`--data-parallel-start-rank .. + --data-parallel-size-local` of each worker progress only while that
+worker is alive. A worker
 connects over TCP to `--data-parallel-address:--data-parallel-rpc-port` (the leader's pod IP on
 loopback), says which ranks it holds and sends a heartbeat every HEARTBEAT_S; a worker that exits,
 is stopped (SIGSTOP) or has the `hang` fault stops beating, and after PEER_TIMEOUT_S the leader's
@@ -79,11 +88,25 @@ class LeaderLink:
         self._server: asyncio.Server | None = None
         self._watch: asyncio.Task[None] | None = None
         self._complete = False
+        self.joined = False
+        """Every rank was present once: the frontend starts serving only after every engine's handshake
+        (vllm/v1/engine/core_client.py:615-633), so before that no rank runs."""
 
     def complete(self) -> bool:
         """Every remote rank has beaten within PEER_TIMEOUT_S."""
         now = self.clock()
         return all(now - self.beats.get(rank, -1e18) <= PEER_TIMEOUT_S for rank in self.remote)
+
+    def incomplete(self) -> bool:
+        """An MoE model's ranks all wait while any peer is missing."""
+        return not self.complete()
+
+    def rank_lost(self, rank: int) -> bool:
+        """A dense model's rank waits only for itself: blocked before the group first formed, or when the
+        rank is a remote one whose worker went silent."""
+        if not self.joined:
+            self.joined = self.complete()
+        return not self.joined or rank in self.lost()
 
     def lost(self) -> list[int]:
         """Remote ranks without a recent heartbeat."""
@@ -131,9 +154,10 @@ class LeaderLink:
             if complete != self._complete:
                 self._complete = complete
                 if complete:
+                    self.joined = True
                     log.info("group leader: all %d ranks present", self.group.size)
                 else:
-                    log.warning("group leader: lost ranks %s; every rank stops (collectives wait)", self.lost())
+                    log.warning("group leader: lost ranks %s", self.lost())
                 self.on_change()
             await asyncio.sleep(HEARTBEAT_S / 2)
 

@@ -72,7 +72,9 @@ class AscendInferenceServiceStatus(ApiModel):
     desired_replicas: int = Field(default=0, description="spec.replicas.")
     updated_replicas: int = Field(default=0, description="Engine pods that run the current spec.")
     selector: str | None = Field(
-        default=None, description="Label selector of the engine pods (the scale subresource's, for HPA and KEDA)."
+        default=None,
+        description="Label selector of the pods an autoscaler counts, one per replica (the scale subresource's, "
+        "for HPA and KEDA): every engine pod, or each group's leader for a multi-node service.",
     )
     restarts: int = Field(default=0, description="Container restarts summed over the engine pods.")
     spec_hash: str | None = Field(default=None, description="Digest of the pod spec the current spec renders.")

@@ -61,6 +61,8 @@ class Verdict:
     message: str
     roll: RollReason | None = None
     evidence: dict[str, float] = field(default_factory=dict)
+    ranks: tuple[str, ...] = ()
+    """The DP ranks a Stalled verdict found frozen (`engine` label values); empty: the engine as a whole."""
 
 
 def fold_sample(state: PodHealth, sample: EngineSample, *, cfg: HealthSpec) -> PodHealth:
@@ -88,7 +90,12 @@ def judge(state: PodHealth, *, now: float, cfg: HealthSpec) -> Verdict:
     stall = detect_stall(state.samples, now=now, cfg=cfg.stall, canary_failures=state.canary_failures)
     if stall.stalled:
         return Verdict(
-            ready=False, reason="Stalled", message=stall.message, roll=RollReason.STALLED, evidence=stall.evidence
+            ready=False,
+            reason="Stalled",
+            message=stall.message,
+            roll=RollReason.STALLED,
+            evidence=stall.evidence,
+            ranks=stall.ranks,
         )
     if state.mismatches is None:
         return Verdict(ready=False, reason="CheckingConfig", message="effective config not checked yet")

@@ -9,6 +9,7 @@ decision in between is here, so it is tested with a fake clock and no cluster, a
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.health.group import GroupObservation, group_verdict
 from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
 from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
@@ -24,6 +25,9 @@ class Observations:
     """A canary that ended since the last step."""
     config: tuple[str, ...] | None = None
     """Mismatches from a config check run this pass (empty: the engine runs the asked config)."""
+    group: GroupObservation | None = None
+    """A group leader's workers as their pods show them (`health.group.observe_group`); None for a
+    single-node pod."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +85,7 @@ def step(
         state = replace(state, mismatches=obs.config)
         if obs.config:
             actions.append(Announce(type="Warning", reason="ConfigMismatch", message="; ".join(obs.config)))
-    verdict = judge(state, now=now, cfg=cfg)
+    verdict = group_verdict(judge(state, now=now, cfg=cfg), obs.group, served=state.served)
     state = mark_ready(state, verdict, now=now)
     keep = verdict.reason in PENDING_REASONS and state.gate is not None and state.gate[0]
     if not keep and state.gate != (verdict.ready, verdict.reason):

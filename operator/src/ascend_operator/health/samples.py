@@ -4,7 +4,14 @@ Parsed with prometheus-client's own text parser. Metric names come from the engi
 (`ascend_operator.contract.metrics`, held against vllm/v1/metrics by tests/contract/), which also says
 when each moves: the iteration histogram and the token counters only on steps that return outputs.
 Series of several engines in one pod (DP > 1) are summed, gauges of usage take the highest engine,
-because one full engine is what stalls.
+because one full engine is what stalls. Each engine's own progress series are kept as well (`ranks`),
+because a sum hides one stalled rank among progressing ones: vLLM 0.25.1 labels every series with
+`engine` = the DP rank (vllm/v1/metrics/loggers.py:431-437, one label value per index the frontend
+manages), and with multi-node DP the leader's API server manages every rank, the ranks of `--headless`
+nodes included (vllm/v1/engine/core_client.py:600-605: all `data_parallel_size` ranks unless hybrid or
+external load balancing; vllm/v1/engine/async_llm.py:158-160 makes one logger per managed rank and
+async_llm.py:696-698 records each output batch under its `engine_index`). Headless nodes run no API
+server (vllm/entrypoints/cli/serve.py:173-240), so the leader's /metrics is the only place they show.
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +24,18 @@ from ascend_operator.health import progress as prog
 
 Buckets = tuple[tuple[float, float], ...]
 """Cumulative histogram buckets: (upper bound, count), sorted, +Inf last."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankSample:
+    """One DP rank's scheduler gauges and progress counters within a scrape (its `engine` label)."""
+
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    iterations: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +61,8 @@ class EngineSample:
     ttft: Buckets = ()
     tpot: Buckets = ()
     cache_config: dict[str, str] = field(default_factory=dict)
+    ranks: dict[str, RankSample] = field(default_factory=dict)
+    """Per DP rank (the `engine` label value, vLLM's DP rank index); empty when no series carries one."""
 
     @property
     def progress(self) -> dict[str, float]:
@@ -74,6 +95,51 @@ def _per_position(family: Metric) -> dict[int, float]:
             pos = int(s.labels["position"])
             out[pos] = out.get(pos, 0.0) + s.value
     return out
+
+
+def _by_engine(family: Metric | None, suffix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    if family is None:
+        return out
+    for s in family.samples:
+        if s.name == family.name + suffix and "engine" in s.labels:
+            out[s.labels["engine"]] = out.get(s.labels["engine"], 0.0) + s.value
+    return out
+
+
+def _ranks(fam: dict[str, Metric]) -> dict[str, RankSample]:
+    """Each engine's series: gauges, and counters summed over their other labels."""
+    series = {
+        "running": _by_engine(fam.get(M.NUM_REQUESTS_RUNNING.name)),
+        "waiting": _by_engine(fam.get(M.NUM_REQUESTS_WAITING.name)),
+        "kv_usage": _by_engine(fam.get(M.KV_CACHE_USAGE.name)),
+        "prompt_tokens": _by_engine(fam.get(M.PROMPT_TOKENS.name), "_total"),
+        "generation_tokens": _by_engine(fam.get(M.GENERATION_TOKENS.name), "_total"),
+        "iterations": _by_engine(fam.get(M.ITERATION_TOKENS.name), "_count"),
+    }
+    engines = sorted({e for values in series.values() for e in values}, key=_rank_order)
+    return {e: RankSample(**{k: v.get(e, 0.0) for k, v in series.items()}) for e in engines}
+
+
+def _rank_order(engine: str) -> tuple[int, str]:
+    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
+
+
+def rank_view(sample: EngineSample, engine: str) -> EngineSample | None:
+    """One rank of a scrape as a sample of its own (so the stall chain judges it like an engine), or None
+    when the scrape has no series of that rank."""
+    rank = sample.ranks.get(engine)
+    if rank is None:
+        return None
+    return EngineSample(
+        t=sample.t,
+        running=rank.running,
+        waiting=rank.waiting,
+        kv_usage=rank.kv_usage,
+        prompt_tokens=rank.prompt_tokens,
+        generation_tokens=rank.generation_tokens,
+        iterations=rank.iterations,
+    )
 
 
 def parse_metrics(text: str, *, t: float) -> EngineSample:
@@ -109,6 +175,7 @@ def parse_metrics(text: str, *, t: float) -> EngineSample:
         ttft=_buckets(fam[M.TIME_TO_FIRST_TOKEN.name]) if M.TIME_TO_FIRST_TOKEN.name in fam else (),
         tpot=_buckets(fam[M.TIME_PER_OUTPUT_TOKEN.name]) if M.TIME_PER_OUTPUT_TOKEN.name in fam else (),
         cache_config=dict(config.samples[0].labels) if config and config.samples else {},
+        ranks=_ranks(fam),
     )
 
 

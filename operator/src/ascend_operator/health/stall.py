@@ -8,6 +8,11 @@ gauge moving, because a 300K/512K chunked prefill moves only the KV gauge until 
 512K run went 0.6% -> 83.7% -> 90.8% -> 97.5% KV). KV >= 97.5% is evidence in the message, not a trigger.
 Not a stall: an idle engine, a stale KV gauge with nothing asked after aborted requests (vllm issue
 29928), a canary queued behind busy slots while the engine advances. Pure: samples and time in, a finding out.
+
+Each DP rank is judged too, by the same chain over its own series (`samples.rank_view`): summed over
+ranks, one stalled rank among eight progressing ones looks healthy, yet the requests routed to it never
+finish. A rank is asked only by its own running/waiting requests (which rank a canary went to is unknown,
+so canary failures count for the whole engine only). A stalled rank stalls the pod, named in the message.
 """
 
 from collections.abc import Callable, Sequence
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ascend_operator.api.health import StallSpec
 from ascend_operator.health.progress import restarted
-from ascend_operator.health.samples import EngineSample, advanced
+from ascend_operator.health.samples import EngineSample, advanced, rank_view
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +31,8 @@ class StallFinding:
     reason: str
     message: str
     evidence: dict[str, float] = field(default_factory=dict)
+    ranks: tuple[str, ...] = ()
+    """The DP ranks (`engine` label values) found stalled; empty when judged as one engine."""
 
 
 Policy = Callable[[Sequence[EngineSample], float, StallSpec, int], StallFinding | None]
@@ -108,13 +115,73 @@ def _stalled(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
 POLICIES: tuple[Policy, ...] = (_no_data, _idle, _progressing)
 
 
+def _chain(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding:
+    for policy in POLICIES:
+        finding = policy(samples, now, cfg, canary_failures)
+        if finding is not None:
+            return finding
+    return _stalled(samples, now, cfg, canary_failures)
+
+
+def rank_series(samples: Sequence[EngineSample], engine: str) -> list[EngineSample]:
+    """One rank's samples, in order (scrapes without a series of the rank left out)."""
+    return [view for s in samples if (view := rank_view(s, engine)) is not None]
+
+
+def stalled_ranks(samples: Sequence[EngineSample], *, now: float, cfg: StallSpec) -> dict[str, StallFinding]:
+    """The ranks of the latest scrape that the chain finds stalled on their own series (only when the
+    engine reports more than one rank: a single rank is the engine itself)."""
+    ranks = samples[-1].ranks if samples else {}
+    if len(ranks) < 2:
+        return {}
+    found = {engine: _chain(rank_series(samples, engine), now, cfg, 0) for engine in ranks}
+    return {engine: finding for engine, finding in found.items() if finding.stalled}
+
+
+def _ranks_finding(stalled: dict[str, StallFinding], total: int, cfg: StallSpec) -> StallFinding:
+    names = ", ".join(stalled)
+    running = sum(f.evidence["running"] for f in stalled.values())
+    waiting = sum(f.evidence["waiting"] for f in stalled.values())
+    frozen = max(f.evidence["frozenSeconds"] for f in stalled.values())
+    kv = max(f.evidence["kvUsage"] for f in stalled.values())
+    others = "every rank is frozen" if len(stalled) == total else f"the other {total - len(stalled)} advance"
+    detail = f"; KV at {kv:.1%} (>= {cfg.kv_evidence_threshold:.1%}, the seed's 512K stall)"
+    return StallFinding(
+        stalled=True,
+        reason="Stalled",
+        message=f"DP rank{'s' if len(stalled) > 1 else ''} {names} of {total}: {running:.0f} request(s) running, "
+        f"{waiting:.0f} waiting and no forward progress for {frozen:.0f}s ({others})"
+        + (detail if kv >= cfg.kv_evidence_threshold else ""),
+        evidence={
+            "frozenSeconds": frozen,
+            "running": running,
+            "waiting": waiting,
+            "kvUsage": kv,
+            "stalledRanks": float(len(stalled)),
+        },
+        ranks=tuple(stalled),
+    )
+
+
 def detect_stall(
     samples: Sequence[EngineSample], *, now: float, cfg: StallSpec, canary_failures: int = 0
 ) -> StallFinding:
-    """Run the chain; a stall is what remains when no policy explains the state."""
+    """Run the chain over the engine and over each DP rank; a stall is what remains when no policy
+    explains the state, and a stalled rank is named."""
     ordered = sorted(samples, key=lambda s: s.t)
-    for policy in POLICIES:
-        finding = policy(ordered, now, cfg, canary_failures)
-        if finding is not None:
-            return finding
-    return _stalled(ordered, now, cfg, canary_failures)
+    whole = _chain(ordered, now, cfg, canary_failures)
+    if whole.reason == "InsufficientData":
+        return whole
+    ranks = stalled_ranks(ordered, now=now, cfg=cfg)
+    if not ranks:
+        return whole
+    finding = _ranks_finding(ranks, len(ordered[-1].ranks), cfg)
+    if whole.stalled:  # the engine's own evidence (canary failures) stays
+        finding = StallFinding(
+            stalled=True,
+            reason="Stalled",
+            message=finding.message,
+            evidence={**whole.evidence, **finding.evidence},
+            ranks=finding.ranks,
+        )
+    return finding

@@ -128,6 +128,20 @@ def serving_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> dict[str
     return selector
 
 
+def scale_selector(spec: AscendInferenceServiceSpec, owner: Owner) -> str:
+    """`status.selector`, the scale subresource's labelSelectorPath: the pods an autoscaler counts.
+
+    The same pods as the Service's: one per replica. The HPA sets `desired = ceil(usageRatio x pods it
+    selected)` (k8s.io/kubernetes v1.37.2 pkg/controller/podautoscaler/replica_calculator.go:195-223)
+    and writes that to spec.replicas, which counts groups here; selecting a group's workers too would
+    multiply by `nodes` (and they expose no metrics: replica_calculator.go:226-237 then counts them as
+    0 or as the target). So a multi-node service selects its leaders only, as LeaderWorkerSet's own
+    scale subresource does (sigs.k8s.io/lws v0.7.0 leaderworkerset_types.go:350-353,
+    pkg/controllers/leaderworkerset_controller.go:495-508). A leader's /metrics carry every rank.
+    """
+    return ",".join(f"{key}={value}" for key, value in sorted(serving_selector(spec, owner).items()))
+
+
 def owner_metadata(owner: Owner) -> dict[str, Any]:
     """The controller owner reference, so garbage collection removes children with the service."""
     if owner.uid is None:
