@@ -188,6 +188,10 @@ def build_tools(*stages: str, timeout: float | None = None) -> Path:
             "takes ~26 min and LWS up to 29 min on 2 cores; AIS_TOOL_WAIT_SECONDS sets the wait)"
         )
         raise ToolBuildError(_failed[key]) from None
+    except BaseException:  # Ctrl-C, pytest's own timeout: the build must not outlive this process
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
     if proc.returncode != 0:
         _failed[key] = f"hack/build-k8s.sh {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
         raise ToolBuildError(_failed[key])
