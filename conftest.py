@@ -1,29 +1,103 @@
-"""Root pytest configuration: shared fixture plugins (pytest only honours `pytest_plugins` here) and run order.
+"""Root pytest configuration: shared fixture plugins (pytest only honours `pytest_plugins` here), run order,
+and the wait for the tools a test needs.
 
-Why an order: on a cold machine the control-plane binaries and the Ansible test roots take tens of minutes to
-build. hack/test.sh starts those builds in the background before pytest; running the suites that need neither
-first, then the Ansible suite (its roots are ready sooner), then everything that needs a cluster, keeps both
-cores busy instead of idling on a lock while quick tests wait behind it.
+Why an order: on a cold machine the Go tools and the Ansible test roots take tens of minutes to build.
+hack/test.sh starts those builds in the background before pytest (hack/build-k8s.sh `all`: helm first, then
+the control plane, then kube-score, promtool and LWS). Tests run in tiers by what they wait for: the suites
+that need nothing, then the offline chart tests (helm), the Ansible suite (its roots are ready sooner), the
+tests on a cluster (the core set), then the promtool and kube-score tests, and the multi-node tests (LWS)
+last, so both cores stay busy instead of idling on a build while tests that could run wait behind it.
+
+Why the wait is here: a test's tools are waited for (or built) in a wrapper around the whole test protocol,
+before pytest-timeout's per-test timer starts, so a cold build is not cut short by the 600 s test timeout;
+the wait itself is bounded (tests/e2e/cluster.py TOOL_WAIT_SECONDS) and says what it waits for. A failed or
+timed-out build is not retried: the test's own fixture asks again and fails with the build's message.
 """
 
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cluster import ToolBuildError, build_tools
+
 pytest_plugins = ["tests.e2e.fixtures", "tests.e2e.operator_fixtures"]
 
-#: Suites by how soon they can run on a cold machine; unknown directories go with the quick ones.
-_SUITE_RANK = {"ansible": 1}
+#: Fixture -> (hack/build-k8s.sh stage it needs, environment variable that supplies it instead).
+STAGE_BY_FIXTURE = {
+    "helm": ("helm", "AIS_HELM"),
+    "cluster": ("core", "AIS_E2E_KUBECONFIG"),
+    "gie_crd": ("gie-crds", "AIS_GIE_CRD"),
+    "kube_score": ("kube-score", "AIS_KUBE_SCORE"),
+    "lws": ("lws", "AIS_E2E_KUBECONFIG"),
+}
+#: `@pytest.mark.tools(STAGE)` for a test that runs a tool without a fixture; its override variable.
+OVERRIDE_BY_STAGE = {"promtool": "AIS_PROMTOOL", "kube-score": "AIS_KUBE_SCORE", "helm": "AIS_HELM"}
+#: Tiers, in run order: what a test waits for decides when it runs (see the module docstring).
+TIER_BY_STAGE = {"helm": 1, "core": 3, "gie-crds": 3, "kube-score": 4, "promtool": 4, "lws": 5}
+ANSIBLE_TIER = 2
 
 
-def _rank(item: pytest.Item) -> int:
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "tools(*stages): the hack/build-k8s.sh stages a test runs without a fixture naming them"
+    )
+
+
+def stages(item: pytest.Item) -> list[str]:
+    """The build stages `item` waits for, in build order; none for a tool an environment variable supplies."""
+    fixtures = getattr(item, "fixturenames", ())
+    wanted = {s for f, (s, env) in STAGE_BY_FIXTURE.items() if f in fixtures and not os.environ.get(env)}
+    for marker in item.iter_markers("tools"):
+        wanted |= {s for s in marker.args if not os.environ.get(OVERRIDE_BY_STAGE.get(s, ""))}
+    if item.get_closest_marker("e2e") is not None and not os.environ.get("AIS_E2E_KUBECONFIG"):
+        wanted.add("core")
+    return sorted(wanted, key=lambda s: TIER_BY_STAGE.get(s, 0))
+
+
+def tier(item: pytest.Item) -> int:
     parts = Path(str(item.fspath)).resolve().relative_to(Path(__file__).parent.resolve()).parts
+    suite = parts[1] if len(parts) > 2 else ""
+    need = max((TIER_BY_STAGE.get(s, 0) for s in stages(item)), default=0)
     if item.get_closest_marker("e2e") is not None:
-        return 2
-    return _SUITE_RANK.get(parts[1] if len(parts) > 2 else "", 0)
+        need = max(need, TIER_BY_STAGE["core"])  # on kind too: the cluster tests keep their place
+    return max(need, ANSIBLE_TIER if suite == "ansible" else 0)
 
 
 @pytest.hookimpl(trylast=True)  # after the suites' own hooks have added their markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A stable sort: within a rank, files and tests keep pytest's own order (module fixtures stay grouped).
-    items.sort(key=_rank)
+    # A file runs whole in the tier of its most demanding test, so its module fixtures (an operator, a
+    # cluster-wide install) start once; a stable sort keeps pytest's own order within a tier.
+    by_file: dict[Path, int] = {}
+    for item in items:
+        by_file[item.path] = max(by_file.get(item.path, 0), tier(item))
+    items.sort(key=lambda item: by_file[item.path])
+
+
+_ready: set[str] = set()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper: the wait is not timed
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    skipped = any(m.name == "skip" for m in item.iter_markers())
+    todo = [s for s in stages(item) if s not in _ready] if not skipped else []
+    if todo:
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            for stage in todo:
+                t0 = time.monotonic()
+                print(f"\n[tools] {item.nodeid} needs {stage}: hack/build-k8s.sh {stage}", file=sys.stderr)
+                try:
+                    build_tools(stage)
+                except ToolBuildError as exc:  # the test's fixture raises it again, as the test's error
+                    print(f"[tools] {exc}", file=sys.stderr)
+                    continue
+                _ready.add(stage)
+                if (spent := time.monotonic() - t0) > 1:
+                    print(f"[tools] {stage} ready after {spent:.0f}s", file=sys.stderr)
+    yield

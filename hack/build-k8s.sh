@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the e2e suite runs on: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, KWOK and Helm, from upstream Go modules; also
-# promtool (the chart's PrometheusRule is checked and unit-tested with it) and, download only, the
-# Gateway API Inference Extension's v1 InferencePool CRD (the e2e suite installs it).
-# And kube-score, the third-party scorer the kube-score test tier runs on the chart and the rendered engine.
+# promtool (the chart's PrometheusRule is checked and unit-tested with it), the LeaderWorkerSet controller
+# (multi-node services), kube-score (the score tier) and, download only, the Gateway API Inference
+# Extension's v1 InferencePool CRD (the e2e suite installs it).
 #
 # Why build instead of download: this machine reaches only the Go module proxy (no release tarballs,
 # no container images), and Debian's etcd 3.4 is too old for current API servers. Each tool goes to
@@ -11,11 +11,20 @@
 # run only checks the stamps; the Go module and build caches are the user's ordinary ones and are
 # reused across versions.
 #
-# Usage: hack/build-k8s.sh            build what is missing; the LAST stdout line is the bin directory
-#                                     (symlinks to every tool), progress goes to stderr.
+# Why stages: a cold build of everything takes 40-60 min on 2 cores, but the local cluster and most e2e
+# tests need only the core set. Each tool has its own lock and stamp, so `hack/build-k8s.sh core` returns
+# as soon as the core tools are there while another invocation (hack/test.sh's background `all`) goes on
+# with LWS, promtool and kube-score; a caller asking for a tool that another invocation is building waits
+# on that tool's lock only.
+#
+# Usage: hack/build-k8s.sh [STAGE...]  build what is missing of the stages (default: core); the LAST stdout
+#                                     line is a bin directory with symlinks to every tool of those stages,
+#                                     progress goes to stderr.
+# Stages: core (helm, etcd, kwok, kubernetes, gie-crds), one tool by name (helm, etcd, kwok, kubernetes,
+#         gie-crds, kube-score, promtool, lws), extras (kube-score, promtool, lws), all (core, then extras).
 # Versions can be overridden with AIS_K8S_VERSION, AIS_ETCD_VERSION, AIS_KWOK_VERSION, AIS_HELM_VERSION,
-# AIS_LWS_VERSION, AIS_PROMETHEUS_VERSION, AIS_GIE_VERSION, AIS_KUBE_SCORE_VERSION. The bin directory also holds crds/ (the GIE CRD)
-# and lws-crds/.
+# AIS_LWS_VERSION, AIS_PROMETHEUS_VERSION, AIS_GIE_VERSION, AIS_KUBE_SCORE_VERSION. The bin directory also
+# holds crds/ (the GIE CRD) with gie-crds and lws-crds/ with lws.
 set -euo pipefail
 
 # v1.37.2 is the newest k8s.io/kubernetes release on the proxy; its go.mod says `go 1.26.0`, which the
@@ -40,22 +49,23 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}"
 log() { echo "build-k8s: $*" >&2; }
 now() { date +%s; }
 
-# One build at a time per cache: a second invocation (another test session, `hack/local-cluster up`)
-# waits here and then finds the stamps.
+# Locks: each tool has its own ($tools/.lock-<tool>-<version>), held while it is checked and built, so
+# two invocations never build the same tool and one asking only for the core set never waits for LWS.
+# $tools/.lock is held shared for the whole run: an older copy of this script (another checkout on the
+# same machine) takes it exclusively before it removes leftover build directories, so it cannot remove
+# one of ours while we build.
 exec 9>"$tools/.lock"
-if ! flock -n 9; then
-  log "another build holds $tools/.lock; waiting"
-  flock 9
+if ! flock -s -n 9; then
+  log "an older build-k8s.sh holds $tools/.lock; waiting"
+  flock -s 9
 fi
-# Holding the lock, any temporary build directory is a leftover of an interrupted build.
-rm -rf "$tools"/*.tmp.*
 ticker_pid=""
 trap '[[ -n "$ticker_pid" ]] && kill "$ticker_pid" 2>/dev/null; true' EXIT
 
 # `go build` is silent while it compiles: say every minute that it is still at work. The ticker drops the
-# lock fd and takes its sleep down with it when killed, so it leaves no process behind.
+# lock fds and takes its sleep down with it when killed, so it leaves no process behind.
 tick() {
-  exec 9>&-
+  exec 8>&- 9>&-
   local what="$1" t0="$2" s=""
   trap '[[ -n "$s" ]] && kill "$s" 2>/dev/null; exit 0' TERM
   while :; do
@@ -68,16 +78,23 @@ tick() {
 
 # build_once NAME VERSION FUNCTION: runs FUNCTION OUT_DIR unless OUT_DIR/.done exists. The build goes to
 # a temporary sibling directory renamed into place, so an interrupted build never leaves a stamped
-# half-tree behind.
+# half-tree behind; holding the tool's lock, any such directory is a leftover and is removed.
 build_once() {
   local name="$1" version="$2" fn="$3"
   local out="$tools/$name-$version"
+  [[ -f "$out/.done" ]] && { log "$name $version: cached in $out"; return; }
+  exec 8>"$tools/.lock-$name-$version"
+  if ! flock -n 8; then
+    log "$name $version: another invocation is building it; waiting for $tools/.lock-$name-$version"
+    flock 8
+  fi
   if [[ -f "$out/.done" ]]; then
-    log "$name $version: cached in $out"
+    log "$name $version: built by the other invocation, in $out"
+    exec 8>&-
     return
   fi
+  rm -rf "$out".tmp.*
   local tmp="$out.tmp.$$"
-  rm -rf "$tmp"
   mkdir -p "$tmp/bin"
   local t0
   t0="$(now)"
@@ -91,6 +108,7 @@ build_once() {
   rm -rf "$out"
   mv -T "$tmp" "$out"
   touch "$out/.done"
+  exec 8>&-
   log "$name $version: built in $(($(now) - t0))s"
 }
 
@@ -233,25 +251,48 @@ build_kube_score() {
     "github.com/zegl/kube-score/cmd/kube-score@$version"
 }
 
+# The tools in build order: helm first (the offline chart tests need nothing else), the control plane,
+# then the extras by increasing cold build time, so the tests waiting on each can run while the next builds.
+declare -A VERSION=([helm]="$HELM_VERSION" [etcd]="$ETCD_VERSION" [kwok]="$KWOK_VERSION"
+  [kubernetes]="$K8S_VERSION" [gie-crds]="$GIE_VERSION" [kube-score]="$KUBE_SCORE_VERSION"
+  [promtool]="$PROMETHEUS_VERSION" [lws]="$LWS_VERSION")
+ORDER=(helm etcd kwok kubernetes gie-crds kube-score promtool lws)
+CORE=(helm etcd kwok kubernetes gie-crds)
+EXTRAS=(kube-score promtool lws)
+
+[[ $# -gt 0 ]] || set -- core
+want=()
+for stage in "$@"; do
+  case "$stage" in
+    core) want+=("${CORE[@]}") ;;
+    extras) want+=("${EXTRAS[@]}") ;;
+    all) want+=("${ORDER[@]}") ;;
+    *)
+      [[ -n "${VERSION[$stage]:-}" ]] || { log "unknown stage $stage (core, extras, all or one of: ${ORDER[*]})"; exit 2; }
+      want+=("$stage")
+      ;;
+  esac
+done
+
 t_start="$(now)"
 log "go $(go env GOVERSION), GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE)"
-build_once kubernetes "$K8S_VERSION" build_kubernetes
-build_once etcd "$ETCD_VERSION" build_etcd
-build_once kwok "$KWOK_VERSION" build_kwok
-build_once helm "$HELM_VERSION" build_helm
-build_once lws "$LWS_VERSION" build_lws
-build_once promtool "$PROMETHEUS_VERSION" build_promtool
-build_once gie-crds "$GIE_VERSION" build_gie_crds
-build_once kube-score "$KUBE_SCORE_VERSION" build_kube_score
-
-bindir="$tools/bin-k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-lws-$LWS_VERSION"
-bindir+="-promtool-$PROMETHEUS_VERSION-gie-$GIE_VERSION-kube-score-$KUBE_SCORE_VERSION"
-mkdir -p "$bindir"
-for pair in kubernetes-"$K8S_VERSION" etcd-"$ETCD_VERSION" kwok-"$KWOK_VERSION" helm-"$HELM_VERSION" \
-  promtool-"$PROMETHEUS_VERSION" lws-"$LWS_VERSION" kube-score-"$KUBE_SCORE_VERSION"; do
-  for f in "$tools/$pair"/bin/*; do ln -sfn "$f" "$bindir/$(basename "$f")"; done
+bindir="$tools/bin"
+for name in "${ORDER[@]}"; do
+  [[ " ${want[*]} " == *" $name "* ]] || continue
+  build_once "$name" "${VERSION[$name]}" "build_${name//-/_}"
+  bindir+="-$name-${VERSION[$name]}"
 done
-ln -sfn "$tools/lws-$LWS_VERSION/crds" "$bindir/lws-crds"
-ln -sfn "$tools/gie-crds-$GIE_VERSION/crds" "$bindir/crds"
-log "all tools ready in $(($(now) - t_start))s"
+
+# The bin directory is named by what it holds, so callers asking for other stages never share one.
+mkdir -p "$bindir"
+for name in "${ORDER[@]}"; do
+  [[ " ${want[*]} " == *" $name "* ]] || continue
+  dir="$tools/$name-${VERSION[$name]}"
+  for f in "$dir"/bin/*; do [[ -e "$f" ]] && ln -sfn "$f" "$bindir/$(basename "$f")"; done
+  case "$name" in
+    lws) ln -sfn "$dir/crds" "$bindir/lws-crds" ;;
+    gie-crds) ln -sfn "$dir/crds" "$bindir/crds" ;;
+  esac
+done
+log "${want[*]} ready in $(($(now) - t_start))s"
 echo "$bindir"

@@ -5,12 +5,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-# Cold caches: start the slow builds (control plane, Ansible test roots) now, beside the venv, lint and the quick
-# suites; the fixtures that need them call the same scripts, which wait on the build's lock and then find the
-# stamps. Warm, each only checks its stamps. Their output goes to a log that is printed if a build fails.
-# If a check fails first, the builds go on filling the cache for the next run.
+# Cold caches: start the slow builds (Go tools, Ansible test roots) now, beside the venv, lint and the quick
+# suites. build-k8s.sh `all` builds helm, then the control plane (the core set), then kube-score, promtool and
+# LWS, each under its own lock and stamp; pytest runs the tests in tiers by the tool they need (conftest.py)
+# and waits for that tool's stamp only, so the cluster tests start once the core set is there while the
+# extras build beside them. Warm, each only checks its stamps. Their output goes to a log that is printed if a
+# build fails. If a check fails first, the builds go on filling the cache for the next run.
 prefetch_log="$(mktemp -t ais-prefetch.XXXXXX)"
-bash hack/build-k8s.sh >/dev/null 2>>"$prefetch_log" &
+bash hack/build-k8s.sh all >/dev/null 2>>"$prefetch_log" &
 prefetch=($!)
 for arch in arm64 amd64; do
   bash hack/ansible-root.sh "$arch" >/dev/null 2>>"$prefetch_log" &

@@ -48,6 +48,12 @@ def test_engine_labels(metric: M.Metric) -> None:
     assert re.search(r"labelnames=labelnames[,)]", first), f"{metric.name}: labels are not exactly {M.ENGINE_LABELS}"
 
 
+def test_finished_reason_label() -> None:
+    lines, i = _lines(M.REQUEST_SUCCESS.source)
+    assert 'labelnames=labelnames + ["finished_reason"],' in lines[i + 2]
+    assert M.REQUEST_SUCCESS.labels == (*M.ENGINE_LABELS, "finished_reason")
+
+
 def test_per_position_label() -> None:
     text = read_upstream("vllm/v1/spec_decode/metrics.py")
     assert 'pos_labelnames = labelnames + ["position"]' in text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -148,10 +149,54 @@ def pid_running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def build_tools() -> Path:
-    """Build (or find cached) etcd, Kubernetes, KWOK and Helm; return the bin directory."""
-    res = subprocess.run(["bash", str(BUILD_K8S)], stdout=subprocess.PIPE, text=True, check=True)
-    return Path(res.stdout.strip().splitlines()[-1])
+#: How long a caller waits for one stage of hack/build-k8s.sh (its own cold build, or another invocation's it
+#: waits on) before it gives up: cold, the core set took 25.6 min and LWS up to 29 min on this loaded machine.
+TOOL_WAIT_SECONDS = float(os.environ.get("AIS_TOOL_WAIT_SECONDS", "3600"))
+
+
+class ToolBuildError(RuntimeError):
+    """A stage of hack/build-k8s.sh failed or did not finish within its wait; later asks fail at once."""
+
+
+_built: dict[tuple[str, ...], Path] = {}
+_failed: dict[tuple[str, ...], str] = {}
+
+
+def build_tools(*stages: str, timeout: float | None = None) -> Path:
+    """Build, wait for, or find cached the tools of `stages` (hack/build-k8s.sh's; default `core`: etcd,
+    Kubernetes, KWOK, Helm, the GIE CRD); return their bin directory.
+
+    Another invocation building a tool (hack/test.sh's background `all`) holds that tool's lock; the
+    script then waits for it, up to `timeout` seconds (TOOL_WAIT_SECONDS by default). A stage that failed
+    or timed out once fails at once for the rest of the process, instead of every test waiting again.
+    """
+    key = stages or ("core",)
+    if key in _built:
+        return _built[key]
+    if key in _failed:
+        raise ToolBuildError(_failed[key])
+    limit = TOOL_WAIT_SECONDS if timeout is None else timeout
+    # Its own session, so a timeout stops the script and the go build under it (by this process's id).
+    proc = subprocess.Popen(["bash", str(BUILD_K8S), *key], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        _failed[key] = (
+            f"hack/build-k8s.sh {' '.join(key)} did not finish within {limit:.0f}s (a cold build of the core set "
+            "takes ~26 min and LWS up to 29 min on 2 cores; AIS_TOOL_WAIT_SECONDS sets the wait)"
+        )
+        raise ToolBuildError(_failed[key]) from None
+    except BaseException:  # Ctrl-C, pytest's own timeout: the build must not outlive this process
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        _failed[key] = f"hack/build-k8s.sh {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
+        raise ToolBuildError(_failed[key])
+    _built[key] = Path(out.strip().splitlines()[-1])
+    return _built[key]
 
 
 def start_local(state_dir: Path, *, nodes: int = 1) -> Cluster:

@@ -1,13 +1,13 @@
-"""Collection hooks of the e2e suite: mark its tests, honour AIS_SKIP_E2E, build the tools first.
+"""Collection hooks of the e2e suite: mark its tests and honour AIS_SKIP_E2E.
 
 Why it exists: the e2e tests are driven only by a kubeconfig so that the same suite runs here (on the
 local control plane hack/local-cluster starts from binaries hack/build-k8s.sh builds) and on kind in CI
 (hack/kind-e2e.sh sets AIS_E2E_KUBECONFIG). Every test under tests/e2e is marked `e2e`; they run by
 default, AIS_SKIP_E2E=1 skips them deliberately.
 
-The (slow, cached) build runs in pytest_collection_finish, outside any test, so a cold build is not cut
-short by the per-test timeout; starting the control plane then takes seconds and happens in the
-session fixture of tests/e2e/fixtures.py (shared with tests/helm through the root conftest.py).
+The (slow, cached) build of the control plane is waited for by the root conftest.py before the first test
+that needs it, outside the per-test timeout; starting the control plane then takes seconds and happens in
+the session fixture of tests/e2e/fixtures.py (shared with tests/helm through the root conftest.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-from tests.e2e.cluster import build_tools
 
 E2E_DIR = Path(__file__).resolve().parent
 
@@ -35,13 +33,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly or _skip_reason() or os.environ.get("AIS_E2E_KUBECONFIG"):
-        return
-    if any(E2E_DIR in Path(i.path).parents for i in session.items):
-        # Let the build's progress through: a cold build takes long enough to look hung otherwise.
-        capture = session.config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            build_tools()

@@ -1,20 +1,33 @@
-"""Fixtures that run the product against the session's cluster: the CRD, the operator, the simulators.
+"""Fixtures and helpers that run the product against the session's cluster: the CRD, the operator, the
+simulators, and the few reads and requests every e2e test makes (its service's pods, conditions, Ready).
 
 The operator and `aissim attach` run as subprocesses exactly as a user starts them, bound to the
-session's kubeconfig, and are stopped by PID at teardown. Import the fixtures into a test module.
+session's kubeconfig, and are stopped by PID at teardown. This module is a pytest plugin (the root
+conftest.py registers it), so its fixtures need no import; import the helpers by name. Why one module:
+the e2e files used to copy these pieces (an `attach` fixture in three files, "is it Ready" in four), and
+copies drift; new e2e files should take them from here, and the names below are kept stable for them.
+
+Fixtures: `crd`, `operator` (module), `simulators` (module, every namespace), `attach` (per test, its
+namespace: `attach(**AIS_SIM_env)`), `delete_services_first`, `gie_crd`, `lws` (session: LeaderWorkerSet).
+Helpers: `example`, `routed`, `label_nodes`, `ais`, `condition`, `wait_condition`, `ready`, `ready_service`,
+`pods`, `live_pods`, `live_pod`, `bound_pods`, `gate`, `events`, `start_operator`, `start_attach`,
+`http_status`, `post`, `background_requests`; constants `FAST`, `SIM_TIME_SCALE`, `AddNodes`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -28,6 +41,16 @@ POOL_CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
 PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 #: Engine time per wall second for the simulators: a 512K prefill (148.76 s) takes ~5 s.
 SIM_TIME_SCALE = "30"
+#: The `add_nodes` fixture (tests/e2e/fixtures.py): `add_nodes(n)` -> the new fake Atlas nodes' names.
+AddNodes = Callable[[int], list[str]]
+#: spec.health that judges in seconds (canary every 2 s, stall after 6 s, no cooldown between rolls).
+FAST = {
+    "startupGraceSeconds": 600,
+    "scrapeIntervalSeconds": 1,
+    "canary": {"periodSeconds": 2, "timeoutSeconds": 5},
+    "stall": {"windowSeconds": 6},
+    "rolls": {"maxPerHour": 3, "cooldownSeconds": 0},
+}
 
 
 @dataclass
@@ -97,11 +120,11 @@ def lws(cluster: Cluster) -> None:
         pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
 
 
-def start_operator(cluster: Cluster, log: Path) -> Proc:
-    """`aisctl operator` on a free liveness port, resyncing every 5 s."""
-    port = 18080 + os.getpid() % 1000
+def start_operator(cluster: Cluster, log: Path, *extra: str, port_base: int = 18080) -> Proc:
+    """`aisctl operator [extra...]` on a liveness port of this session's own, resyncing every 5 s."""
+    port = port_base + os.getpid() % 1000
     return start(
-        ["operator", "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
+        ["operator", *extra, "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
         log=log,
         env={"KUBECONFIG": str(cluster.kubeconfig)},
     )
@@ -128,6 +151,32 @@ def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
     )
     yield proc
     proc.stop()
+
+
+def start_attach(cluster: Cluster, namespace: str, log_dir: Path, **env: str) -> Proc:
+    """`aissim attach` for one namespace's engine pods, with extra AIS_SIM_* environment."""
+    return start(
+        ["attach", "--namespace", namespace, "--log-dir", str(log_dir), "--interval", "0.3"],
+        program=AISSIM,
+        log=log_dir / "attach.log",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
+    )
+
+
+@pytest.fixture
+def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
+    """`attach(**env)` starts `aissim attach` for this test's namespace with extra AIS_SIM_* env, so a test
+    can start its engines with a fault (slow start, dropped args) without touching other tests."""
+    started: list[Proc] = []
+
+    def run(**env: str) -> Proc:
+        proc = start_attach(cluster, namespace, tmp_path, **env)
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:
+        proc.stop()
 
 
 def example(name: str, *, node_label: str, **spec: Any) -> dict[str, Any]:
@@ -165,6 +214,29 @@ def pods(cluster: Cluster, namespace: str, service: str) -> list[dict[str, Any]]
     return items
 
 
+def live_pods(cluster: Cluster, namespace: str, service: str) -> list[dict[str, Any]]:
+    """The service's pods that are not terminating."""
+    return [p for p in pods(cluster, namespace, service) if not p["metadata"].get("deletionTimestamp")]
+
+
+def live_pod(cluster: Cluster, namespace: str, service: str) -> dict[str, Any] | None:
+    """The service's first pod that is not terminating and has an IP (its engine can be reached)."""
+    return next((p for p in live_pods(cluster, namespace, service) if p["status"].get("podIP")), None)
+
+
+def bound_pods(cluster: Cluster, namespace: str, service: str) -> list[dict[str, Any]]:
+    """The service's pods the scheduler bound to a node."""
+    return [p for p in pods(cluster, namespace, service) if p["spec"].get("nodeName")]
+
+
+def gate(pod: dict[str, Any]) -> str | None:
+    """The operator's readiness gate on `pod` as "status/reason", None before it is set."""
+    for cond in pod["status"].get("conditions") or []:
+        if cond["type"] == "inference.ascend.dev/engine-ready":
+            return f"{cond['status']}/{cond['reason']}"
+    return None
+
+
 def events(cluster: Cluster, namespace: str, reason: str) -> list[dict[str, Any]]:
     items = cluster.get_json("events", "-n", namespace)["items"]
     return [e for e in items if e.get("reason") == reason]
@@ -180,10 +252,69 @@ def wait_condition(
     )
 
 
+def ready(cluster: Cluster, namespace: str, name: str) -> bool:
+    """The service reports Ready=True/AllReplicasReady."""
+    return condition(ais(cluster, namespace, name), "Ready") == ("True", "AllReplicasReady")
+
+
+def ready_service(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, attach: Callable[..., Proc], **spec: Any
+) -> None:
+    """A fake node per replica for the test, simulators attached, the example applied as "svc" with
+    `spec`, then Ready."""
+    label_nodes(cluster, add_nodes(int(spec.get("replicas", 1))), namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready")
+
+
+def http_status(method: str, url: str, *, key: str | None = None, body: Any = None) -> int:
+    """One request to an engine (with `Authorization: Bearer key` if given); its HTTP status."""
+
+    async def go() -> int:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with aiohttp.ClientSession() as session, session.request(method, url, json=body, headers=headers) as r:
+            await r.read()
+            return r.status
+
+    return asyncio.run(go())
+
+
+def post(base: str, path: str, body: dict[str, Any]) -> None:
+    """POST JSON to an engine (or a simulator's /sim/faults); raises on an error status."""
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session, session.post(base + path, json=body) as resp:
+            resp.raise_for_status()
+
+    asyncio.run(go())
+
+
+def background_requests(base: str, body: dict[str, Any], *, clients: int, stop: threading.Event) -> threading.Thread:
+    """Closed-loop clients until `stop` is set (or the engine goes away)."""
+
+    async def go() -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
+            async def one() -> None:
+                while not stop.is_set():
+                    try:
+                        async with session.post(base + "/v1/completions", json=body) as resp:
+                            await resp.read()
+                    except (aiohttp.ClientError, TimeoutError):
+                        await asyncio.sleep(0.5)
+
+            await asyncio.gather(*(one() for _ in range(clients)))
+
+    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
+    thread.start()
+    return thread
+
+
 def gie_crd_path() -> Path:
     """$AIS_GIE_CRD (a cluster built elsewhere), else the copy hack/build-k8s.sh put in the tool cache."""
     given = os.environ.get("AIS_GIE_CRD")
-    return Path(given) if given else build_tools() / "crds" / POOL_CRD_FILE
+    return Path(given) if given else build_tools("gie-crds") / "crds" / POOL_CRD_FILE
 
 
 @pytest.fixture(scope="session")

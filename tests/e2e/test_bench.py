@@ -16,11 +16,9 @@ import pytest
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
 from ascend_operator.cli.main import main
 from tests.e2e.cluster import Cluster
-from tests.e2e.operator_fixtures import Proc, pods
-from tests.e2e.test_health import AddNodes, attach, ready_service
+from tests.e2e.operator_fixtures import AddNodes, Proc, pods, ready_service
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
-__all__ = ["attach"]  # the fixture, for pytest
 
 
 def test_bench_service_measures_each_engine_pod_with_its_spec_hash(

@@ -11,8 +11,7 @@ import asyncio
 import datetime
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -20,19 +19,22 @@ import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
-    AISSIM,
-    SIM_TIME_SCALE,
+    FAST,
+    AddNodes,
     Proc,
     ais,
+    background_requests,
     condition,
     events,
     example,
+    gate,
     label_nodes,
+    live_pod,
     pods,
-    start,
+    post,
+    ready,
+    ready_service,
 )
-
-AddNodes = Callable[[int], list[str]]
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
@@ -41,89 +43,6 @@ pytestmark = pytest.mark.usefixtures("delete_services_first")
 LONG = {"maxModelLen": 524_288}
 #: A 512K context: prompt plus the few generated tokens fill the admission limit exactly.
 PROMPT_512K = 524_288 - 16
-FAST = {
-    "startupGraceSeconds": 600,
-    "scrapeIntervalSeconds": 1,
-    "canary": {"periodSeconds": 2, "timeoutSeconds": 5},
-    "stall": {"windowSeconds": 6},
-    "rolls": {"maxPerHour": 3, "cooldownSeconds": 0},
-}
-
-
-@pytest.fixture
-def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., Proc]]:
-    """`attach(**env)` starts `aissim attach` for this test's namespace with extra AIS_SIM_* env."""
-    started: list[Proc] = []
-
-    def run(**env: str) -> Proc:
-        proc = start(
-            ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
-            program=AISSIM,
-            log=tmp_path / "attach.log",
-            env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
-        )
-        started.append(proc)
-        return proc
-
-    yield run
-    for proc in started:
-        proc.stop()
-
-
-def live_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
-    items = [p for p in pods(cluster, namespace, name) if not p["metadata"].get("deletionTimestamp")]
-    ready = [p for p in items if p["status"].get("podIP")]
-    return ready[0] if ready else None
-
-
-def gate(pod: dict[str, Any]) -> str | None:
-    for cond in pod["status"].get("conditions") or []:
-        if cond["type"] == "inference.ascend.dev/engine-ready":
-            return f"{cond['status']}/{cond['reason']}"
-    return None
-
-
-def post(base: str, path: str, body: dict[str, Any]) -> None:
-    async def go() -> None:
-        async with aiohttp.ClientSession() as session, session.post(base + path, json=body) as resp:
-            resp.raise_for_status()
-
-    asyncio.run(go())
-
-
-def background_requests(base: str, body: dict[str, Any], *, clients: int, stop: threading.Event) -> threading.Thread:
-    """Closed-loop clients until `stop` is set (or the engine goes away)."""
-
-    async def go() -> None:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
-
-            async def one() -> None:
-                while not stop.is_set():
-                    try:
-                        async with session.post(base + "/v1/completions", json=body) as resp:
-                            await resp.read()
-                    except (aiohttp.ClientError, TimeoutError):
-                        await asyncio.sleep(0.5)
-
-            await asyncio.gather(*(one() for _ in range(clients)))
-
-    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
-    thread.start()
-    return thread
-
-
-def ready(cluster: Cluster, namespace: str, name: str) -> bool:
-    return condition(ais(cluster, namespace, name), "Ready") == ("True", "AllReplicasReady")
-
-
-def ready_service(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, attach: Callable[..., Proc], **spec: Any
-) -> None:
-    """One fake node for the test, simulators attached, the example applied with `spec`, then Ready."""
-    label_nodes(cluster, add_nodes(int(spec.get("replicas", 1))), namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready")
 
 
 def replaced(cluster: Cluster, namespace: str, uid: str) -> None:

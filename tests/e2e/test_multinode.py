@@ -10,46 +10,28 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.e2e.cluster import ROOT, Cluster, WaitTimeout, wait_for
-from tests.e2e.operator_fixtures import AISSIM, SIM_TIME_SCALE, Proc, ais, condition, events, label_nodes, start
-from tests.e2e.test_health import FAST, background_requests, post
+from tests.e2e.operator_fixtures import (
+    FAST,
+    AddNodes,
+    Proc,
+    ais,
+    background_requests,
+    events,
+    label_nodes,
+    post,
+    ready,
+)
 
-AddNodes = Callable[[int], list[str]]
 EXAMPLE = ROOT / "examples" / "dsr1-2node.yaml"
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
-
-
-def _attach(cluster: Cluster, namespace: str, tmp_path: Path, **env: str) -> Proc:
-    return start(
-        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
-        program=AISSIM,
-        log=tmp_path / "attach.log",
-        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},
-    )
-
-
-@pytest.fixture
-def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
-    proc = _attach(cluster, namespace, tmp_path)
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def attach_dense(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
-    """Simulators of a dense model: DP ranks are independent engines (vllm/v1/engine/core.py:1193-1200),
-    so a silent worker stops only its own ranks while the leader's keep advancing."""
-    proc = _attach(cluster, namespace, tmp_path, AIS_SIM_DENSE="1")
-    yield proc
-    proc.stop()
 
 
 def two_node(name: str, node_label: str) -> dict[str, Any]:
@@ -72,16 +54,13 @@ def by_role(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for p in pods}  # fmt: skip
 
 
-def ready(cluster: Cluster, namespace: str) -> bool:
-    return condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady")
-
-
 def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Proc
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Callable[..., Proc]
 ) -> None:
+    attach()
     label_nodes(cluster, add_nodes(2), namespace)
     cluster.apply(two_node("svc", namespace), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready through the leader's canary")
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="Ready through the leader's canary")
 
     sets = cluster.get_json("leaderworkersets", "-n", namespace)["items"]
     assert [s["metadata"]["name"] for s in sets] == ["svc-group"]
@@ -131,7 +110,7 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
             message="the whole group recreated",
         )
         stop.set()
-        wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready again")
+        wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="Ready again")
         status = ais(cluster, namespace, "svc")["status"]
         assert len(status["rolls"]) == 1
         assert len(events(cluster, namespace, "Rolled")) == 1
@@ -140,11 +119,14 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
 
 
 def test_a_stalled_workers_ranks_roll_the_group_while_the_leaders_ranks_advance(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach_dense: Proc
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Callable[..., Proc]
 ) -> None:
+    # A dense model: DP ranks are independent engines (vllm/v1/engine/core.py:1193-1200), so a silent worker
+    # stops only its own ranks while the leader's keep advancing.
+    attach(AIS_SIM_DENSE="1")
     label_nodes(cluster, add_nodes(2), namespace)
     cluster.apply(two_node("svc", namespace), namespace=namespace)
-    wait_for(lambda: ready(cluster, namespace), timeout=180, message="Ready through the leader's canary")
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="Ready through the leader's canary")
     roles = by_role(group_pods(cluster, namespace))
     leader, worker = roles["leader"], roles["worker"]
     stop = threading.Event()

@@ -8,25 +8,25 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
+    AddNodes,
     Proc,
     ais,
+    bound_pods,
     condition,
     events,
     example,
     label_nodes,
+    live_pods,
     pods,
     start_operator,
     wait_condition,
 )
-
-AddNodes = Callable[[int], list[str]]
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
@@ -41,7 +41,7 @@ def test_example_becomes_a_bound_npu_pod_a_service_and_a_ready_status(
     label_nodes(cluster, add_nodes(1), namespace)
     cluster.apply(example("dsv4-flash", node_label=namespace), namespace=namespace)
     bound = wait_for(
-        lambda: [p for p in pods(cluster, namespace, "dsv4-flash") if p["spec"].get("nodeName")],
+        lambda: bound_pods(cluster, namespace, "dsv4-flash"),
         timeout=60,
         message="the engine pod bound to a node",
     )
@@ -134,7 +134,7 @@ def test_second_service_reports_insufficient_npu_until_a_node_is_added(
 ) -> None:
     label_nodes(cluster, add_nodes(1), namespace)
     cluster.apply(example("first", node_label=namespace), namespace=namespace)
-    wait_for(lambda: [p for p in pods(cluster, namespace, "first") if p["spec"].get("nodeName")], timeout=60)
+    wait_for(lambda: bound_pods(cluster, namespace, "first"), timeout=60)
     cluster.apply(example("second", node_label=namespace), namespace=namespace)
     wait_condition(cluster, namespace, "second", "Ready", ("False", "InsufficientNPU"), timeout=60)
     ready = next(c for c in ais(cluster, namespace, "second")["status"]["conditions"] if c["type"] == "Ready")
@@ -142,7 +142,7 @@ def test_second_service_reports_insufficient_npu_until_a_node_is_added(
     assert events(cluster, namespace, "InsufficientNPU")
     label_nodes(cluster, add_nodes(1), namespace)
     wait_for(
-        lambda: [p for p in pods(cluster, namespace, "second") if p["spec"].get("nodeName")],
+        lambda: bound_pods(cluster, namespace, "second"),
         timeout=90,
         message="the second service's pod bound to the new node",
     )
@@ -202,7 +202,7 @@ def test_kubectl_scale_uses_the_scale_subresource(
     )
     cluster.kubectl("scale", "ais/svc", "-n", namespace, "--replicas=1")
     wait_for(
-        lambda: len([p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]) == 1,
+        lambda: len(live_pods(cluster, namespace, "svc")) == 1,
         timeout=60,
         message="scaled back to one pod",
     )

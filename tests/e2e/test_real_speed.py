@@ -14,8 +14,19 @@ from collections.abc import Callable
 import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
-from tests.e2e.operator_fixtures import Proc, ais, condition, example, label_nodes
-from tests.e2e.test_health import AddNodes, attach, background_requests, gate, live_pod, post  # noqa: F401
+from tests.e2e.operator_fixtures import (
+    AddNodes,
+    Proc,
+    ais,
+    background_requests,
+    condition,
+    example,
+    gate,
+    label_nodes,
+    live_pod,
+    post,
+    ready,
+)
 
 pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.timeout(600)]
 
@@ -30,8 +41,7 @@ def test_c64_at_real_speed_keeps_the_service_ready_then_an_idle_hang_is_rolled(
     label_nodes(cluster, add_nodes(1), namespace)
     attach(AIS_SIM_TIME_SCALE="1")
     cluster.apply(example("svc", node_label=namespace), namespace=namespace)  # default health settings
-    wait_for(lambda: condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady"),
-             timeout=180, message="Ready")  # fmt: skip
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="Ready")
     pod = live_pod(cluster, namespace, "svc")
     assert pod is not None
     base = f"http://{pod['status']['podIP']}:8000"
@@ -77,7 +87,7 @@ def test_c64_at_real_speed_keeps_the_service_ready_then_an_idle_hang_is_rolled(
              == "Stalled", timeout=60, message="the idle hang rolled within 60 s")  # fmt: skip
     took = time.monotonic() - hung_at
     wait_for(lambda: (p := live_pod(cluster, namespace, "svc")) is not None and p["metadata"]["uid"] != uid
-             and condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady"),
+             and ready(cluster, namespace, "svc"),
              timeout=120, message="Ready again on a new pod")  # fmt: skip
     rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
     assert [r["reason"] for r in rolls] == ["Stalled"], rolls

@@ -11,7 +11,6 @@ deleted and replaced) and a scale change, and never another service's pods.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,18 +20,17 @@ from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
+    AddNodes,
     Proc,
     ais,
     condition,
     events,
     example,
     label_nodes,
-    pods,
+    live_pods,
     routed,
     wait_condition,
 )
-
-AddNodes = Callable[[int], list[str]]
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
@@ -50,9 +48,7 @@ def selected_uids(cluster: Cluster, namespace: str, body: dict[str, Any]) -> set
 
 
 def service_uids(cluster: Cluster, namespace: str, service: str) -> set[str]:
-    return {
-        p["metadata"]["uid"] for p in pods(cluster, namespace, service) if not p["metadata"].get("deletionTimestamp")
-    }
+    return {p["metadata"]["uid"] for p in live_pods(cluster, namespace, service)}
 
 
 def test_pool_is_accepted_and_selects_exactly_the_services_pods_through_roll_and_scale(

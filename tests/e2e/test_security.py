@@ -8,31 +8,27 @@ attach` resolves the pod's secretKeyRef, and the simulator enforces it as vLLM d
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import os
 import secrets
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
-    AISSIM,
-    SIM_TIME_SCALE,
+    AddNodes,
     Proc,
     ais,
-    condition,
     example,
+    http_status,
     label_nodes,
+    live_pods,
     pods,
-    start,
+    ready,
+    start_operator,
 )
 
-AddNodes = Callable[[int], list[str]]
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 FAST = {"startupGraceSeconds": 600, "scrapeIntervalSeconds": 1, "canary": {"periodSeconds": 2, "timeoutSeconds": 5}}
 SECRET = "ascend-engine-api-key"
@@ -41,45 +37,16 @@ SECRET = "ascend-engine-api-key"
 @pytest.fixture(scope="module")
 def debug_operator(cluster: Cluster, crd: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     """The operator at DEBUG, its whole output in a file the test reads."""
-    port = 19080 + os.getpid() % 1000
-    proc = start(
-        ["operator", "--log-level", "DEBUG", "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
-        log=tmp_path_factory.mktemp("operator") / "operator.log",
-        env={"KUBECONFIG": str(cluster.kubeconfig)},
-    )
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    proc = start_operator(cluster, log, "--log-level", "DEBUG", port_base=19080)
     yield proc
     proc.stop()
-
-
-@pytest.fixture
-def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Proc]:
-    proc = start(
-        ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.3"],
-        program=AISSIM,
-        log=tmp_path / "attach.log",
-        env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
-    )
-    yield proc
-    proc.stop()
-
-
-def _request(method: str, url: str, *, key: str | None = None, body: Any = None) -> int:
-    async def go() -> int:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        async with aiohttp.ClientSession() as session, session.request(method, url, json=body, headers=headers) as r:
-            await r.read()
-            return r.status
-
-    return asyncio.run(go())
-
-
-def _ready(cluster: Cluster, namespace: str) -> bool:
-    return condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady")
 
 
 def test_keyed_engine_refuses_strangers_turns_ready_and_the_key_is_nowhere(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, debug_operator: Proc, attach: Proc
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, debug_operator: Proc, attach: Callable[..., Proc]
 ) -> None:
+    attach()
     key = "k-" + secrets.token_urlsafe(24)
     secret = {
         "apiVersion": "v1",
@@ -93,15 +60,15 @@ def test_keyed_engine_refuses_strangers_turns_ready_and_the_key_is_nowhere(
         "svc", node_label=namespace, health=FAST, auth={"apiKeySecretRef": {"name": SECRET, "key": "token"}}
     )
     cluster.apply(service, namespace=namespace)
-    wait_for(lambda: _ready(cluster, namespace), timeout=120, message="Ready through the keyed canary")
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, message="Ready through the keyed canary")
 
     pod = pods(cluster, namespace, "svc")[0]
     base = f"http://{pod['status']['podIP']}:8000"
     completion = {"model": "deepseek-v4-flash", "prompt": "hi", "max_tokens": 2}
-    assert _request("POST", base + "/v1/completions", body=completion) == 401
-    assert _request("GET", base + "/v1/models", key="wrong") == 401
-    assert _request("POST", base + "/v1/completions", key=key, body=completion) == 200
-    assert _request("GET", base + "/metrics") == 200  # scrapers need no key, as with vLLM
+    assert http_status("POST", base + "/v1/completions", body=completion) == 401
+    assert http_status("GET", base + "/v1/models", key="wrong") == 401
+    assert http_status("POST", base + "/v1/completions", key=key, body=completion) == 200
+    assert http_status("GET", base + "/metrics") == 200  # scrapers need no key, as with vLLM
 
     engine = pod["spec"]["containers"][0]
     assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "token"}}} in engine["env"]
@@ -126,14 +93,17 @@ def test_keyed_engine_refuses_strangers_turns_ready_and_the_key_is_nowhere(
     cluster.apply({**secret, "data": {"token": base64.b64encode(rotated.encode()).decode()}}, namespace=namespace)
 
     def fresh_pod() -> dict[str, Any] | None:
-        live = [p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]
-        new = [p for p in live if p["metadata"]["uid"] != pod["metadata"]["uid"] and p["status"].get("podIP")]
-        return new[0] if new and _ready(cluster, namespace) else None
+        new = [
+            p
+            for p in live_pods(cluster, namespace, "svc")
+            if p["metadata"]["uid"] != pod["metadata"]["uid"] and p["status"].get("podIP")
+        ]
+        return new[0] if new and ready(cluster, namespace, "svc") else None
 
     replacement = wait_for(fresh_pod, timeout=150, message="the engine replaced after the rotation, Ready again")
     base = f"http://{replacement['status']['podIP']}:8000"
-    assert _request("POST", base + "/v1/completions", key=rotated, body=completion) == 200
-    assert _request("POST", base + "/v1/completions", key=key, body=completion) == 401
+    assert http_status("POST", base + "/v1/completions", key=rotated, body=completion) == 200
+    assert http_status("POST", base + "/v1/completions", key=key, body=completion) == 401
     for where, text in {
         "operator log": debug_operator.output(),
         "kubectl get pods -o yaml": cluster.kubectl("get", "pods", "-n", namespace, "-o", "yaml"),

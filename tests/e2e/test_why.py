@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
-from tests.e2e.operator_fixtures import Proc, ais, condition, example, label_nodes, pods
-
-AddNodes = Callable[[int], list[str]]
+from tests.e2e.operator_fixtures import AddNodes, Proc, ais, condition, example, label_nodes, pods
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 

@@ -26,7 +26,7 @@ CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 def find_helm() -> Path:
     """$AIS_HELM, else the helm hack/build-k8s.sh builds (a cached no-op once built; minutes when cold)."""
     given = os.environ.get("AIS_HELM")
-    helm = Path(given) if given else build_tools() / "helm"
+    helm = Path(given) if given else build_tools("helm") / "helm"
     if not helm.exists():
         raise FileNotFoundError(f"no helm at {helm}")
     return helm

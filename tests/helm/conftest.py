@@ -1,7 +1,8 @@
 """Fixtures for the chart tests: the helm binary (built, never skipped) and the e2e suite's cluster.
 
 Why it exists: the offline tests (lint, template, schema) need only helm, which hack/build-k8s.sh builds
-and caches; a missing helm is built here rather than silently skipping them. The install tests are marked
+and caches; a missing helm is built (the root conftest.py waits for it before the first test that asks for
+the `helm` fixture, outside the test timeout) rather than silently skipping them. The install tests are marked
 `e2e` and use the shared session fixtures of tests/e2e/fixtures.py (one cluster for the whole run: a
 local control plane or AIS_E2E_KUBECONFIG's), and honour AIS_SKIP_E2E=1 as that suite does.
 """
@@ -27,14 +28,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if _ours(item) and item.get_closest_marker("e2e"):
                 item.add_marker(pytest.mark.skip(reason="AIS_SKIP_E2E=1"))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    # Build (or find) helm before any test runs, so a cold build is not cut short by a test's timeout.
-    if any(_ours(i) for i in session.items) and not os.environ.get("AIS_HELM"):
-        capture = session.config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            find_helm()
 
 
 @pytest.fixture(scope="session")

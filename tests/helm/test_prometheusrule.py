@@ -32,11 +32,13 @@ ALERTS = [
 ]
 ON = ["prometheusRule.enabled=true"]
 
+pytestmark = pytest.mark.tools("promtool")  # the root conftest.py waits for its build
+
 
 def find_promtool() -> Path:
     """$AIS_PROMTOOL, else the promtool hack/build-k8s.sh builds into the tool cache."""
     given = os.environ.get("AIS_PROMTOOL")
-    promtool = Path(given) if given else build_tools() / "promtool"
+    promtool = Path(given) if given else build_tools("promtool") / "promtool"
     if not promtool.exists():
         raise FileNotFoundError(f"no promtool at {promtool}")
     return promtool

@@ -1,7 +1,8 @@
 """Fixtures of the kube-score tier: the kube-score and helm binaries, built (never skipped) and cached.
 
-Why it exists: both come from hack/build-k8s.sh; building them before the first test means a cold build
-is not cut short by a test's timeout, and a missing binary is a build, not a silent skip.
+Why it exists: both come from hack/build-k8s.sh; the root conftest.py waits for them (or builds them) before
+the first test asking for these fixtures, outside the test timeout, and a missing binary is a build, not a
+silent skip.
 """
 
 from __future__ import annotations
@@ -12,16 +13,6 @@ import pytest
 
 from tests.helm.chart import Helm, find_helm
 from tests.score.kubescore import find_kube_score
-
-SCORE_DIR = Path(__file__).resolve().parent
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(SCORE_DIR in Path(i.path).parents for i in session.items):
-        capture = session.config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled():
-            find_kube_score()
-            find_helm()
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,7 @@ class Allowed:
 def find_kube_score() -> Path:
     """$AIS_KUBE_SCORE, else the kube-score hack/build-k8s.sh builds (cached)."""
     given = os.environ.get("AIS_KUBE_SCORE")
-    binary = Path(given) if given else build_tools() / "kube-score"
+    binary = Path(given) if given else build_tools("kube-score") / "kube-score"
     if not binary.exists():
         raise FileNotFoundError(f"no kube-score at {binary}")
     return binary

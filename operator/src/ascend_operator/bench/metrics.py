@@ -4,34 +4,43 @@ Why this module exists: the seed's second rule is that TTFT and TPOT come from t
 not from client-side stream timing (docs/FACTS.md benchmark pitfall 2: client first-chunk TTFT read 8.5-12 s
 while the engine's read 1.09-1.89 s). Every figure the bench takes from the engine is a difference between
 two scrapes, and a counter that went down between them means the engine restarted during the run, which
-voids the run (pitfall 4). Names are vLLM 0.25.1's, as registered in vllm/v1/metrics/loggers.py
-`PrometheusStatLogger.__init__`: `vllm:kv_cache_usage_perc` (line 525), `vllm:prefix_cache_queries` /
-`vllm:prefix_cache_hits` (548 / 559), `vllm:num_preemptions` (625), `vllm:generation_tokens` (668),
-`vllm:request_success` with a `finished_reason` label that also counts aborts (678),
-`vllm:time_to_first_token_seconds` (760), `vllm:request_time_per_output_token_seconds` (823), and
-`vllm:cache_config_info` from `log_metrics_info` (1045). Counters are exposed by
-prometheus-client with a `_total` suffix, histograms as `_sum` / `_count` / `_bucket`.
+voids the run (pitfall 4). Names come from the engine contract (`ascend_operator.contract.metrics`, each
+entry held against vLLM 0.25.1's vllm/v1/metrics/loggers.py by tests/contract/): counters are exposed by
+prometheus-client with a `_total` suffix, histograms as `_sum` / `_count` / `_bucket`. Quantiles are the
+health package's (`ascend_operator.health.rates.quantile`, Prometheus' histogram_quantile), so the bench
+and the operator read one histogram the same way.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-TTFT = "vllm:time_to_first_token_seconds"
-TPOT = "vllm:request_time_per_output_token_seconds"
-PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
-PREFIX_HITS = "vllm:prefix_cache_hits_total"
-REQUEST_SUCCESS = "vllm:request_success_total"
-PREEMPTIONS = "vllm:num_preemptions_total"
-GENERATION_TOKENS = "vllm:generation_tokens_total"
-PROMPT_TOKENS = "vllm:prompt_tokens_total"
-KV_USAGE = "vllm:kv_cache_usage_perc"
-RUNNING = "vllm:num_requests_running"
-CACHE_CONFIG_INFO = "vllm:cache_config_info"
+from ascend_operator.contract import metrics as M
+from ascend_operator.health.rates import quantile
+
+
+def _counter(metric: M.Metric) -> str:
+    """The sample name prometheus-client exposes for a counter."""
+    if metric.type is not M.MetricType.COUNTER:
+        raise ValueError(f"{metric.name} is a {metric.type}, not a counter")
+    return metric.name + "_total"
+
+
+# Sample names the bench reads; histograms by family name (`histogram_delta` adds the suffixes).
+TTFT = M.TIME_TO_FIRST_TOKEN.name
+TPOT = M.TIME_PER_OUTPUT_TOKEN.name
+PREFIX_QUERIES = _counter(M.PREFIX_CACHE_QUERIES)
+PREFIX_HITS = _counter(M.PREFIX_CACHE_HITS)
+REQUEST_SUCCESS = _counter(M.REQUEST_SUCCESS)
+PREEMPTIONS = _counter(M.NUM_PREEMPTIONS)
+GENERATION_TOKENS = _counter(M.GENERATION_TOKENS)
+PROMPT_TOKENS = _counter(M.PROMPT_TOKENS)
+KV_USAGE = M.KV_CACHE_USAGE.name
+RUNNING = M.NUM_REQUESTS_RUNNING.name
+#: Not vLLM's: prometheus-client's process collector, on by default in the engine's registry.
 PROCESS_START = "process_start_time_seconds"
 
 _MONOTONE_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
@@ -133,21 +142,8 @@ class HistogramDelta:
         return self.sum / self.count if self.count > 0 else None
 
     def quantile(self, q: float) -> float | None:
-        """Prometheus `histogram_quantile`: linear interpolation inside the bucket that holds rank q."""
-        if self.count <= 0 or not self.buckets:
-            return None
-        rank = q * self.count
-        lower_bound, lower_count = 0.0, 0.0
-        for bound in sorted(self.buckets):
-            cumulative = self.buckets[bound]
-            if cumulative >= rank:
-                if math.isinf(bound):
-                    return lower_bound
-                width = cumulative - lower_count
-                frac = (rank - lower_count) / width if width > 0 else 0.0
-                return lower_bound + (bound - lower_bound) * frac
-            lower_bound, lower_count = bound, cumulative
-        return lower_bound
+        """Prometheus `histogram_quantile` over these observations (`ascend_operator.health.rates.quantile`)."""
+        return quantile(tuple(sorted(self.buckets.items())), q)
 
 
 def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDelta:
@@ -161,7 +157,7 @@ def histogram_delta(before: Snapshot, after: Snapshot, name: str) -> HistogramDe
 
 def cache_config(snapshot: Snapshot) -> dict[str, str]:
     """The labels of `vllm:cache_config_info` (CacheConfig.metrics_info(), one series per engine)."""
-    infos = snapshot.labels_of(CACHE_CONFIG_INFO)
+    infos = snapshot.labels_of(M.CACHE_CONFIG_INFO.name)
     if not infos:
         return {}
     return {k: v for k, v in sorted(infos[0].items()) if k not in ("engine", "model_name")}

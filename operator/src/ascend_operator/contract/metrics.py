@@ -65,6 +65,12 @@ PROMPT_TOKENS = Metric(name="vllm:prompt_tokens", type=_C, update=Update.PREFILL
 GENERATION_TOKENS = Metric(
     name="vllm:generation_tokens", type=_C, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:668"
 )
+# One series per FinishReason (stop, length, abort, error, repetition), so aborted requests count too
+# (loggers.py:676-689); the bench compares the engine's finished count with its own.
+REQUEST_SUCCESS = Metric(
+    name="vllm:request_success", type=_C, update=Update.REQUEST_FINISHED, source=f"{_L}:678",
+    labels=(*ENGINE_LABELS, "finished_reason"),
+)
 # Observed with prompt_token_stats.computed + num_generation_tokens of one IterationStats (loggers.py:1168-1171).
 ITERATION_TOKENS = Metric(
     name="vllm:iteration_tokens_total", type=_H, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:717"
@@ -98,7 +104,7 @@ CACHE_CONFIG_INFO = Metric(
 
 READ: tuple[Metric, ...] = (
     NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, KV_CACHE_USAGE, PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS,
-    NUM_PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS, ITERATION_TOKENS, TIME_TO_FIRST_TOKEN,
+    NUM_PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS, REQUEST_SUCCESS, ITERATION_TOKENS, TIME_TO_FIRST_TOKEN,
     TIME_PER_OUTPUT_TOKEN, SPEC_DECODE_NUM_DRAFTS, SPEC_DECODE_NUM_DRAFT_TOKENS,
     SPEC_DECODE_NUM_ACCEPTED_TOKENS, SPEC_DECODE_ACCEPTED_PER_POS, CACHE_CONFIG_INFO,
 )  # fmt: skip

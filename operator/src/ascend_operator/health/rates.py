@@ -36,19 +36,26 @@ def bucket_delta(before: Buckets, after: Buckets) -> Buckets:
 
 
 def quantile(buckets: Buckets, q: float) -> float | None:
-    """The q-quantile by linear interpolation inside the bucket, as Prometheus' histogram_quantile."""
+    """The q-quantile by linear interpolation inside the bucket, as Prometheus' histogram_quantile.
+
+    As Prometheus 3.16's BucketQuantile (promql/quantile.go:153-173): the first bucket whose count reaches
+    the rank holds it; the +Inf bucket answers the highest finite bound; a lowest bucket with a bound <= 0
+    answers that bound (there is no lower edge to interpolate from); rank 0 over an empty lowest bucket is
+    0/0 there, NaN, so no figure here (None), never a bound.
+    """
     if not buckets or buckets[-1][1] <= 0:
         return None
     total = buckets[-1][1]
     rank = q * total
     lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
+    for i, (bound, count) in enumerate(buckets):
         if count >= rank:
             if bound == float("inf"):
                 return lower_bound
-            span = count - lower_count
-            frac = (rank - lower_count) / span if span > 0 else 1.0
-            return lower_bound + (bound - lower_bound) * frac
+            if i == 0 and bound <= 0:
+                return bound
+            span = count - lower_count  # 0 only for rank 0 over an empty lowest bucket
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / span if span > 0 else None
         lower_bound, lower_count = bound, count
     return lower_bound
 
