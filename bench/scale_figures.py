@@ -167,6 +167,8 @@ class Row:
     direct_p50: float
     cr_to_bound_max: float
     direct_max: float
+    ready: int
+    """Services Ready when the windows began (the fewest over the runs)."""
 
 
 def row(
@@ -175,6 +177,8 @@ def row(
     windows: Sequence[Window],
     cr: Sequence[Sequence[float]],
     direct: Sequence[Sequence[float]],
+    *,
+    ready: int,
 ) -> Row:
     """Medians over runs: of each window's figures, and of each run's p50 and max create latency."""
     return Row(
@@ -190,6 +194,7 @@ def row(
         direct_p50=median(percentile(run, 50) for run in direct),
         cr_to_bound_max=median(max(run) for run in cr),
         direct_max=median(max(run) for run in direct),
+        ready=ready,
     )
 
 
@@ -203,9 +208,10 @@ def markdown(rows: Sequence[Row]) -> str:
     """The README table."""
     lines = [HEADER, "|" + "---|" * 10]
     for r in rows:
+        count = f"{r.services} ({r.ready} Ready)" if r.ready < r.services else str(r.services)
         callers = ", ".join(f"{name} {rate:.2f}" for name, rate in r.callers) or "-"
         lines.append(
-            f"| {r.services} | {r.mode} | {r.runs} | {r.operator_cores:.3f} | {r.operator_rss_mb:.0f} "
+            f"| {count} | {r.mode} | {r.runs} | {r.operator_cores:.3f} | {r.operator_rss_mb:.0f} "
             f"| {r.requests_per_s:.1f} ({r.requests_per_s / r.services:.2f}) | {r.status_writes:.2f} | {callers} "
             f"| {r.cr_to_bound_p50:.2f} / {r.cr_to_bound_max:.2f} | {r.direct_p50:.2f} / {r.direct_max:.2f} |"
         )

@@ -87,14 +87,17 @@ def test_a_row_takes_medians_over_the_runs_and_prints_per_service_figures() -> N
 
     cr = [[1.0, 2.0, 9.0], [1.2, 1.4, 3.0], [0.8, 1.0, 30.0]]  # p50s 2.0 / 1.4 / 1.0, maxima 9 / 3 / 30
     direct = [[0.5, 0.6, 0.7], [0.4, 0.5, 0.6], [0.6, 0.7, 0.8]]
-    r = fig.row(30, "idle", [w(0.2, 40.0), w(0.3, 50.0), w(0.25, 45.0)], cr, direct)
+    r = fig.row(30, "idle", [w(0.2, 40.0), w(0.3, 50.0), w(0.25, 45.0)], cr, direct, ready=30)
     assert r == fig.Row(
         services=30, mode="idle", runs=3, operator_cores=0.25, operator_rss_mb=100.25, requests_per_s=45.0,
         status_writes=4.5, callers=(("LIST pods", 22.5),), cr_to_bound_p50=1.4, direct_p50=0.6,
-        cr_to_bound_max=9.0, direct_max=0.7,
+        cr_to_bound_max=9.0, direct_max=0.7, ready=30,
     )  # fmt: skip
     table = fig.markdown([r]).splitlines()
     assert table[0] == fig.HEADER
     assert table[2] == (
         "| 30 | idle | 3 | 0.250 | 100 | 45.0 (1.50) | 4.50 | LIST pods 22.50 | 1.40 / 9.00 | 0.60 / 0.70 |"
     )
+    # a run whose services were not all Ready when the windows began says so
+    partial = fig.markdown([fig.Row(**{**r.__dict__, "ready": 17})]).splitlines()[2]
+    assert partial.startswith("| 30 (17 Ready) | idle | 3 |")

@@ -9,7 +9,9 @@ Each engine has its own SimEngine: clock, scheduler, KV pool, fault state and me
 
 What was a process exit becomes an engine exit: the `crash` fault, a KV budget refusal and a bad command
 line end that pod's engine only (with the exit code `serve` would have returned), and `sync` restarts it
-after the same back-off `attach` uses for a child process, as a kubelet restarts a container.
+after the same back-off `attach` uses for a child process, as a kubelet restarts a container. What cannot
+be had in one process: stopping one pod's engine with a signal (SIGSTOP on a headless worker, as
+tests/e2e/test_multinode.py does) stops them all; use the `hang` fault, or per-process `attach`, for that.
 """
 
 from __future__ import annotations
