@@ -72,7 +72,7 @@ def status_writes_per_service_minute(operator_rates: Mapping[Key, float], servic
 def label(key: Key) -> str:
     """`LIST pods`, `PATCH ascendinferenceservices/status`."""
     verb, resource, sub = key
-    return f"{verb} {resource}{'/' + sub if sub else ''}" if resource else f"{verb} (non-resource)"
+    return f"{verb} {resource or '(non-resource)'}{'/' + sub if sub else ''}"
 
 
 def top_callers(operator_rates: Mapping[Key, float], n: int = 3) -> list[tuple[str, float]]:
