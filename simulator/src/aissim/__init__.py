@@ -11,6 +11,8 @@ engine. It depends on the operator's package only for the pod conventions `aissi
 Where to look:
 - start it: `aissim serve <vllm serve args>` or `python -m aissim serve ...` (cli.py has
   the `--sim-*` flags and AIS_SIM_* env vars; a flag vLLM 0.25.1 does not declare is refused as vLLM refuses it);
+- one process for every pod of a cluster: `aissim attach` (a `serve` process per pod) or `aissim attach
+  --shared` (every engine in one process, ~0.2 MB each idle, for scale runs): attach.py, shared.py;
 - routes and the fault API (`/sim/faults`, `/sim/state`): server.py;
 - every calibrated figure, with its source in docs/FACTS.md: calibration.py;
 - the request extension `"sim_prompt_tokens": N` (an N-token prompt without sending it): tokens.py;

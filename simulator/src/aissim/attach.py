@@ -7,10 +7,12 @@ is restarted after a short back-off, as the kubelet restarts a container. Tests,
 this command. Simulator settings reach the children through the AIS_SIM_* environment (see sim/cli.py).
 Env vars the engine container takes from a Secret (the API key's secretKeyRef) are read through the API
 and handed to the child, as the kubelet resolves them at container start; plain `value` entries are not
-(the simulator models none of the profile's variables).
+(the simulator models none of the profile's variables). With `--shared` every engine runs inside this
+one process instead (aissim/shared.py): the same servers, a fraction of the memory, for scale runs.
 """
 
 import argparse
+import asyncio
 import base64
 import logging
 import os
@@ -195,6 +197,17 @@ def sync(
                 children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir, secrets=secrets))
 
 
+def list_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str | None) -> list[Target]:
+    """The simulators the operator's pods need now (one LIST of the pods carrying the service label)."""
+    if namespace:
+        pods = core.list_namespaced_pod(namespace, label_selector=LABEL_SERVICE)
+    else:
+        pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
+    raw = [api.sanitize_for_serialization(p) for p in pods.items]
+    ips = pod_ips(raw)
+    return [t for p in raw if (t := target_of(p, ips))]
+
+
 def run(args: argparse.Namespace) -> int:
     """Poll the pods and keep the simulators in step until interrupted."""
     config.load_kube_config(config_file=args.kubeconfig)
@@ -213,13 +226,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         while not stopping:
             try:
-                if args.namespace:
-                    pods = core.list_namespaced_pod(args.namespace, label_selector=LABEL_SERVICE)
-                else:
-                    pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
-                raw = [api.sanitize_for_serialization(p) for p in pods.items]
-                ips = pod_ips(raw)
-                targets = [t for p in raw if (t := target_of(p, ips))]
+                targets = list_targets(core, api, args.namespace)
                 sync(children, targets, now=time.monotonic(), log_dir=log_dir, secrets=secret_reader(core))
             except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
                 log.warning("listing pods failed: %s", exc)
@@ -237,6 +244,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-n", "--namespace", default=None, help="only pods of this namespace")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between pod listings")
     parser.add_argument("--log-dir", default=None, help="write each simulator's output to a file here")
+    parser.add_argument(
+        "--shared", action="store_true",
+        help="run every pod's engine inside this one process (aissim/shared.py), for scale runs; "
+        "engine logs go to this process's output, each line naming its pod",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run(args)
+    if not args.shared:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return run(args)
+    from aissim import shared
+
+    handler = logging.StreamHandler()
+    handler.addFilter(shared.PodLogFilter())
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(pod)s]: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    return asyncio.run(shared.run(args))

@@ -168,15 +168,22 @@ def _log_config(cfg: SimConfig) -> None:
     )
 
 
-async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit) -> Running | str:
-    """Bind, load, check, start. Returns the running server, or the start-up error message."""
+async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit, shutdown_timeout: float = 60.0) -> Running | str:
+    """Bind, load, check, start. Returns the running server, or the start-up error message.
+
+    `shutdown_timeout`: wall seconds `Running.close()` lets in-flight requests finish (aiohttp's default
+    60 s for `serve`; the shared host stops a gone pod's engine sooner)."""
     faults = [parse_fault_flag(spec) for spec in cfg.sim.faults]
     sock = bind_socket(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
     log.info("sim: bound %s:%d; loading model for %.1f engine s", host, port, cfg.sim.load_seconds)
     _log_config(cfg)
     if cfg.sim.load_seconds > 0:
-        await asyncio.sleep(cfg.sim.load_seconds / cfg.sim.time_scale)
+        try:
+            await asyncio.sleep(cfg.sim.load_seconds / cfg.sim.time_scale)
+        except asyncio.CancelledError:  # stopped while "loading": free the pod's address for its successor
+            sock.close()
+            raise
     error = startup_error(cfg)
     if error:
         sock.close()
@@ -195,7 +202,7 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit) -> Running | str
     )
     if not (cfg.group is not None and cfg.group.headless):
         engine.start()  # a headless worker's ranks are simulated by its leader (aissim/group.py)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     await web.SockSite(runner, sock).start()
     log.info("GPU KV cache size: %s tokens", f"{engine.cores[0].pool.pool_tokens:,}")

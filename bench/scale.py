@@ -1,0 +1,220 @@
+"""`python -m bench.scale --services 10,50,200 --runs 3 [--load]`: what one operator costs per service.
+
+Why: a platform team runs one operator for its whole fleet, so its CPU, memory, API traffic and status
+writes per service, and how fast a new service gets its pod, decide how far it scales (issue 14). Each run
+starts a fresh local control plane (hack/local-cluster: real etcd, kube-apiserver, scheduler,
+controller-manager; KWOK plays N Atlas 800 A2 nodes, each advertising huawei.com/Ascend910: "8"), then:
+
+1. the limit: N pods, rendered by the operator's own renderer from examples/dsv4-flash.yaml, created one
+   after another straight through the API; create call -> pod bound (spec.nodeName, seen by a watch);
+   then they are force-deleted, freeing the nodes;
+2. the operator (`aisctl operator`, default settings, as a subprocess) and one shared simulator process for
+   every engine (`aissim attach --shared`); N AscendInferenceServices created the same way; CR create call
+   -> pod bound; then every service Ready;
+3. an idle steady window (operator CPU from /proc/<pid>/stat, RSS, API requests from the API server's own
+   apiserver_request_total), and with --load a second window under one request/s per 10 services;
+4. a baseline window with the operator stopped, subtracted from the windows' request rates (that counter
+   has no client label; see bench/scale_figures.py).
+
+Never part of CI's timed tests: a 200-service run takes minutes. Results: a markdown table on stdout and
+`scale.md` / `scale.json` (every raw figure, per run) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from bench import scale_figures as fig
+from bench import scale_io as io
+from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
+
+NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
+
+
+def _ints(value: str) -> list[int]:
+    return [int(v) for v in value.split(",") if v]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    p.add_argument("--services", type=_ints, default=[10, 50, 200], help="service counts, comma-separated")
+    p.add_argument("--runs", type=int, default=3, help="runs per service count (fresh cluster each)")
+    p.add_argument("--load", action="store_true", help="also a window under 1 request/s per 10 services")
+    p.add_argument("--window", type=float, default=60.0, help="seconds of each steady window")
+    p.add_argument("--baseline-window", type=float, default=30.0, help="seconds without the operator")
+    p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds for every service to be Ready")
+    p.add_argument("--time-scale", default="1", help="AIS_SIM_TIME_SCALE of the engines (1: real engine speed)")
+    p.add_argument("--out", type=Path, default=None, help="directory for scale.json / scale.md")
+    p.add_argument(
+        "--from-json", type=Path, nargs="+", default=None, metavar="SCALE_JSON",
+        help="print the table of earlier runs' scale.json files (merged) instead of running",
+    )  # fmt: skip
+    p.add_argument("--state", type=Path, default=io.ROOT / ".cluster" / "scale", help="local clusters' state")
+    return p.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def steady_window(
+    operator: io.Proc, kubectl: Callable[..., str], seconds: float
+) -> tuple[float, float, int, dict[fig.Key, float], dict[fig.Key, float]]:
+    """(wall seconds, operator CPU seconds, operator RSS at the end, counts before, counts after)."""
+    before, cpu0, t0 = io.apiserver_counts(kubectl), operator.cpu(), time.monotonic()
+    time.sleep(seconds)
+    after, cpu1, t1 = io.apiserver_counts(kubectl), operator.cpu(), time.monotonic()
+    return t1 - t0, cpu1 - cpu0, operator.rss(), before, after
+
+
+def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """One fresh cluster, one limit, one operator measurement; the raw figures."""
+    state = args.state / f"n{n}-r{index}"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    logs = out / f"n{n}-r{index}"
+    logs.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    cluster: Cluster = start_local(state, nodes=n)
+    log(f"N={n} run {index}: cluster up with {n} nodes in {time.monotonic() - t_start:.0f}s")
+    procs: list[io.Proc] = []
+    try:
+        cluster.kubectl("apply", "--server-side", "-f", str(io.CRD))
+        cluster.kubectl(
+            "wait", "--for=condition=Established", "crd/ascendinferenceservices.inference.ascend.dev", "--timeout=60s"
+        )
+        for ns in (NS_DIRECT, NS_SERVICES):
+            cluster.kubectl("create", "namespace", ns)
+            wait_for(
+                lambda ns=ns: cluster.kubectl("get", "serviceaccount", "default", "-n", ns, check=False),  # type: ignore[misc]
+                timeout=60, message=f"default ServiceAccount in {ns}",
+            )  # fmt: skip
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        names = [f"svc-{i:03d}" for i in range(n)]
+
+        direct = io.create_and_bind(core, NS_DIRECT, names, io.create_pod(core, NS_DIRECT), timeout=300)
+        log(f"direct: {n} pods bound, p50 {fig.percentile(direct, 50):.2f}s max {max(direct):.2f}s")
+        io.delete_pods(core, NS_DIRECT, timeout=120)
+
+        env = {"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": args.time_scale}
+        sim = io.start(
+            "aissim", ["attach", "--shared", "-n", NS_SERVICES, "--interval", "1"], log=logs / "sim.log", env=env
+        )
+        procs.append(sim)
+        port = 19000 + os.getpid() % 500
+        liveness = f"http://127.0.0.1:{port}/healthz"
+        operator = io.start(
+            "ascend_operator.cli.main", ["operator", "--liveness", liveness], log=logs / "operator.log", env=env
+        )
+        procs.append(operator)
+        io.wait_live(liveness, operator, timeout=120)
+        time.sleep(2)  # its watches are established before the first service
+        t_cr = time.monotonic()
+        cr = io.create_and_bind(core, NS_SERVICES, names, io.create_service(custom, NS_SERVICES), timeout=600)
+        log(f"operator: {n} pods bound, p50 {fig.percentile(cr, 50):.2f}s max {max(cr):.2f}s")
+        deadline = time.monotonic() + args.ready_timeout
+        while (ready := io.ready_count(custom, NS_SERVICES)) < n and time.monotonic() < deadline:
+            if operator.popen.poll() is not None:
+                raise RuntimeError(f"the operator exited with {operator.popen.poll()}; see {operator.log}")
+            time.sleep(2)
+        all_ready = time.monotonic() - t_cr if ready == n else None
+        # a run where not every service got Ready in time is measured anyway (what it took is the finding)
+        log(f"{ready}/{n} Ready {time.monotonic() - t_cr:.0f}s after the first create; idle window {args.window:.0f}s")
+        windows: dict[str, Any] = {}
+        load_avg = {"before": os.getloadavg()}
+        sim_cpu0 = sim.cpu()
+        windows["idle"] = steady_window(operator, cluster.kubectl, args.window)
+        sim_cores = (sim.cpu() - sim_cpu0) / windows["idle"][0]
+        sim_rss = sim.rss()
+        load_stats: dict[str, int] = {}
+        if args.load:
+            rate = n / 10
+            with io.Load(io.pod_endpoints(core, NS_SERVICES), rate) as load:
+                log(f"load window: {rate:g} requests/s")
+                windows["load"] = steady_window(operator, cluster.kubectl, args.window)
+            load_stats = {"sent": load.sent, "ok": load.ok}
+        load_avg["after"] = os.getloadavg()
+        operator.stop()
+        time.sleep(2)
+        log(f"baseline window without the operator: {args.baseline_window:.0f}s")
+        b_before, t0 = io.apiserver_counts(cluster.kubectl), time.monotonic()
+        time.sleep(args.baseline_window)
+        b_after, t1 = io.apiserver_counts(cluster.kubectl), time.monotonic()
+        baseline = fig.rates(b_before, b_after, t1 - t0)
+        figures: dict[str, Any] = {}
+        for mode, (seconds, cpu, rss, before, after) in windows.items():
+            w, own = fig.window(
+                seconds=seconds, cpu_delta=cpu, rss=rss, counts_before=before, counts_after=after,
+                baseline=baseline, services=n,
+            )  # fmt: skip
+            figures[mode] = {
+                "figures": asdict(w),
+                "operator_rates": {fig.label(k): r for k, r in own.items()},
+                "all_rates": {fig.label(k): r for k, r in fig.rates(before, after, seconds).items()},
+            }
+        return {
+            "services": n, "run": index, "direct_bound_s": direct, "cr_bound_s": cr, "all_ready_s": all_ready,
+            "ready": ready,
+            "windows": figures, "baseline_rates": {fig.label(k): r for k, r in baseline.items()},
+            "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
+            "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
+        }  # fmt: skip
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+        stop_local(cluster)
+
+
+def rows(results: list[dict[str, Any]]) -> list[fig.Row]:
+    """Median rows per (service count, mode) over the runs."""
+    out: list[fig.Row] = []
+    for n in sorted({r["services"] for r in results}):
+        runs = [r for r in results if r["services"] == n]
+        for mode in ("idle", "load"):
+            with_mode = [r for r in runs if mode in r["windows"]]
+            if not with_mode:
+                continue
+            windows = [fig.Window(**{**r["windows"][mode]["figures"], "callers": tuple(
+                tuple(c) for c in r["windows"][mode]["figures"]["callers"])}) for r in with_mode]  # fmt: skip
+            cr = [r["cr_bound_s"] for r in with_mode]
+            direct = [r["direct_bound_s"] for r in with_mode]
+            ready = min(r.get("ready", n) for r in with_mode)
+            out.append(fig.row(n, mode, windows, cr, direct, ready=ready))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.from_json:
+        saved = [r for path in args.from_json for r in json.loads(path.read_text())["results"]]
+        print(fig.markdown(rows(saved)))
+        return 0
+    out = args.out or io.ROOT / "bench-results" / time.strftime("scale-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    started = time.monotonic()
+    for n in args.services:
+        for index in range(args.runs):
+            results.append(run_once(n, index, args, out))
+            io.dump(out / "scale.json", {"args": vars(args), "results": results})
+    table = fig.markdown(rows(results))
+    (out / "scale.md").write_text(table + "\n")
+    print(table)
+    log(f"wall time {time.monotonic() - started:.0f}s; raw figures in {out / 'scale.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""The readings bench/scale.py takes: processes, binds seen through a watch, API server metrics, load.
+
+Why a module of its own: bench/scale.py is the run's order of events; everything that touches a process,
+the API server or an engine is here, each function doing one reading or one action, so a reading can be
+reused (a smoke test, the demo) and the arithmetic stays pure in bench/scale_figures.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes import client, watch
+
+from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
+from ascend_operator.api.parse import parse_resource
+from ascend_operator.render.pod import Owner, build_pod
+from bench import scale_figures as fig
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
+CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def service_body(name: str) -> dict[str, Any]:
+    """examples/dsv4-flash.yaml under another name: one replica, a whole Atlas node's 8 NPUs."""
+    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"]["name"] = name
+    return body
+
+
+def direct_pod(name: str, namespace: str) -> dict[str, Any]:
+    """The pod the operator would create for `service_body(name)`, built by the operator's own renderer."""
+    parsed = parse_resource(service_body(name), default_namespace=namespace)
+    return build_pod(parsed.spec, owner=Owner(name=name, namespace=namespace), replica=0)
+
+
+@dataclass
+class Proc:
+    """A process this run started; stopped by its own PID."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def cpu(self) -> float:
+        return fig.cpu_seconds(Path(f"/proc/{self.pid}/stat").read_text(), CLOCK_TICKS)
+
+    def rss(self) -> int:
+        return fig.rss_bytes(Path(f"/proc/{self.pid}/status").read_text())
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def start(module: str, args: list[str], *, log: Path, env: dict[str, str]) -> Proc:
+    """`python -m module args`, output to `log`."""
+    out = log.open("ab")
+    popen = subprocess.Popen(
+        [sys.executable, "-m", module, *args], env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+    )
+    return Proc(popen=popen, log=log)
+
+
+@dataclass
+class BindWatch:
+    """First time (monotonic) each service's pod was seen with spec.nodeName, through a watch on a namespace."""
+
+    core: client.CoreV1Api
+    namespace: str
+    bound: dict[str, float] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _started: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        w = watch.Watch()  # type: ignore[no-untyped-call]
+        while not self._stop.is_set():
+            stream = w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=5)  # type: ignore[no-untyped-call]
+            self._started.set()
+            for event in stream:
+                pod = event["object"]
+                service = (pod.metadata.labels or {}).get(LABEL_SERVICE)
+                if service and pod.spec.node_name and service not in self.bound:
+                    self.bound[service] = time.monotonic()
+                if self._stop.is_set():
+                    w.stop()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> BindWatch:
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"bind-watch-{self.namespace}")
+        self._thread.start()
+        self._started.wait(30)
+        time.sleep(0.5)  # the watch request is on the wire before the first create
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def create_and_bind(
+    core: client.CoreV1Api, namespace: str, names: list[str], create: Callable[[str], object], *, timeout: float
+) -> list[float]:
+    """Create one object per name, one after another (each stamped just before its call), and return the
+    seconds from each create call to its pod being bound."""
+    created: dict[str, float] = {}
+    with BindWatch(core, namespace) as bw:
+        for name in names:
+            created[name] = time.monotonic()
+            create(name)
+        deadline = time.monotonic() + timeout
+        while len(bw.bound) < len(names) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return fig.latencies(created, dict(bw.bound))
+
+
+def create_pod(core: client.CoreV1Api, namespace: str) -> Callable[[str], object]:
+    return lambda name: core.create_namespaced_pod(namespace, direct_pod(name, namespace))  # type: ignore[arg-type]
+
+
+def create_service(custom: client.CustomObjectsApi, namespace: str) -> Callable[[str], object]:
+    return lambda name: custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, service_body(name))
+
+
+def delete_pods(core: client.CoreV1Api, namespace: str, *, timeout: float) -> None:
+    """Force-delete every pod of a namespace (no kubelet finishes a graceful delete) and wait until gone."""
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    deadline = time.monotonic() + timeout
+    while core.list_namespaced_pod(namespace).items:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pods of {namespace} still there after {timeout}s")
+        time.sleep(0.5)
+
+
+def ready_count(custom: client.CustomObjectsApi, namespace: str) -> int:
+    """Services whose Ready condition is True."""
+    listed: dict[str, Any] = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)  # type: ignore[assignment]
+    items: list[dict[str, Any]] = listed["items"]
+    return sum(
+        1
+        for item in items
+        if any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (item.get("status") or {}).get("conditions") or []
+        )
+    )
+
+
+def apiserver_counts(kubectl: Callable[..., str]) -> dict[fig.Key, float]:
+    """apiserver_request_total from the API server's own /metrics (`kubectl get --raw`, admin credentials)."""
+    return fig.request_counts(kubectl("get", "--raw", "/metrics"))
+
+
+def pod_endpoints(core: client.CoreV1Api, namespace: str) -> list[str]:
+    """http://<pod IP>:8000 of every pod of the namespace that has an IP."""
+    pods = core.list_namespaced_pod(namespace).items
+    return [f"http://{p.status.pod_ip}:8000" for p in pods if p.status is not None and p.status.pod_ip]
+
+
+@dataclass
+class Load:
+    """A light open-loop load: `rate` short completions per second, round-robin over the engines."""
+
+    endpoints: list[str]
+    rate: float
+    sent: int = 0
+    ok: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _wake: Callable[[], object] = lambda: None
+
+    async def _run(self) -> None:
+        body = {"model": "deepseek-v4-flash", "prompt": "Summarise the scale run.", "max_tokens": 16}
+        pending: set[asyncio.Task[None]] = set()
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._wake = lambda: loop.call_soon_threadsafe(stopped.set)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+
+            async def one(url: str) -> None:
+                try:
+                    async with session.post(url + "/v1/completions", json=body) as resp:
+                        await resp.read()
+                        self.ok += resp.status == 200
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+
+            start = time.monotonic()
+            while not self._stop.is_set():
+                url = self.endpoints[self.sent % len(self.endpoints)]
+                self.sent += 1
+                task = asyncio.create_task(one(url))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopped.wait(), max(0.0, start + self.sent / self.rate - time.monotonic()))
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def __enter__(self) -> Load:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True, name="scale-load")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+
+def wait_live(url: str, proc: Proc, *, timeout: float) -> None:
+    """Until the operator's kopf liveness endpoint answers (it starts after the handlers and watches)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.popen.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"operator not live at {url} (exit {proc.popen.poll()}); see {proc.log}")
+        time.sleep(0.3)
+
+
+def dump(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")

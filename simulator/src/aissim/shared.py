@@ -1,0 +1,209 @@
+"""`aissim attach --shared`: every engine pod's simulator inside ONE process, one server per pod IP.
+
+Why: `aissim attach` starts one `aissim serve` process per pod, ~40 MB of interpreter each, so a scale run
+of 200 services would need ~8 GB and 200 processes on a 2-core machine. Here each pod gets what `aissim
+serve` would run, through the same `cli.launch()` (so the same /health, /v1/*, /metrics and /sim routes,
+the same start-up order and the same faults), bound to the pod's own IP:port inside one asyncio loop.
+Each engine has its own SimEngine: clock, scheduler, KV pool, fault state and metrics registry, so a
+`hang` injected into one pod's engine leaves every other pod untouched.
+
+What was a process exit becomes an engine exit: the `crash` fault, a KV budget refusal and a bad command
+line end that pod's engine only (with the exit code `serve` would have returned), and `sync` restarts it
+after the same back-off `attach` uses for a child process, as a kubelet restarts a container. What cannot
+be had in one process: stopping one pod's engine with a signal (SIGSTOP on a headless worker, as
+tests/e2e/test_multinode.py does) stops them all; use the `hang` fault, or per-process `attach`, for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from kubernetes import client, config
+
+from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
+from aissim.attach import RESTART_BACKOFF_SECONDS, SecretEnv, Target, list_targets, no_secrets, secret_reader
+from aissim.cli import Running, launch
+from aissim.faults import FaultError, parse_fault_flag
+
+log = logging.getLogger("aissim.shared")
+
+#: The pod an engine task serves, for log lines (engine tasks inherit it; HTTP handler tasks do not).
+POD: contextvars.ContextVar[str] = contextvars.ContextVar("aissim_pod", default="-")
+
+#: Wall seconds a stopping engine lets in-flight requests finish (a container's SIGTERM grace, shortened:
+#: a pod that is gone has no clients left that matter).
+STOP_GRACE_SECONDS = 1.0
+
+
+def _ignore(running: Running) -> None:
+    """No one to tell that the engine is up."""
+
+
+class PodLogFilter(logging.Filter):
+    """Adds `pod` (namespace/name of the engine that logged, or `-`) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.pod = POD.get()
+        return True
+
+
+@dataclass(eq=False)
+class Slot:
+    """One pod's engine: the task that runs it and, once it ended, when."""
+
+    target: Target
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    running: Running | None = None
+    """The engine while it is up (tests and the RSS figures read it)."""
+    up: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the engine serves."""
+    exited_at: float | None = None
+    task: asyncio.Task[int] = field(init=False)
+
+
+async def serve_target(
+    target: Target, *, env: Mapping[str, str], stop: asyncio.Event, on_start: Callable[[Running], None] = _ignore
+) -> int:
+    """Run `aissim serve <pod args>` on the pod's IP:port until `stop` is set; returns serve's exit code."""
+    POD.set(f"{target.namespace}/{target.name}")
+    if target.args[:1] != ("serve",):  # `aissim <args>` as attach runs it: only `serve` starts an engine
+        log.error("aissim: unknown command %r", target.args[:1])
+        return 2
+    try:
+        cfg = parse_serve_args(target.args[1:], env=env)
+        for spec in cfg.sim.faults:
+            parse_fault_flag(spec)
+    except UnrecognizedArguments as err:  # serve prints vLLM's argparse error and exits 2
+        log.error("%s", err)
+        return 2
+    except (ArgsError, FaultError) as err:
+        log.error("aissim serve: %s", err)
+        return 2
+    cfg = replace(cfg, host=target.ip, port=target.port)
+    exit_codes: list[int] = []
+
+    def exit_fn(code: int) -> None:  # the crash fault: this engine ends, the process does not
+        exit_codes.append(code)
+        stop.set()
+
+    try:
+        started = await launch(cfg, exit_fn=exit_fn, shutdown_timeout=STOP_GRACE_SECONDS)
+    except OSError as err:  # e.g. the address is still taken: serve would die of the traceback
+        log.error("cannot bind %s:%d: %s", target.ip, target.port, err)
+        return 1
+    if isinstance(started, str):
+        log.error("%s", started)
+        return 1
+    on_start(started)
+    try:
+        await stop.wait()
+    finally:
+        await started.close()
+    return exit_codes[0] if exit_codes else 0
+
+
+@dataclass
+class EngineHost:
+    """The engines of one shared process, kept in step with the pods by `sync`."""
+
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    """The environment every engine parses (AIS_SIM_*), as a child process would inherit it."""
+    secrets: SecretEnv = no_secrets
+    slots: dict[str, Slot] = field(default_factory=dict)
+
+    def _start(self, target: Target) -> Slot:
+        slot = Slot(target=target)
+
+        def up(running: Running) -> None:
+            slot.running = running
+            slot.up.set()
+
+        async def run() -> int:
+            try:
+                secret_env = await asyncio.to_thread(self.secrets, target)
+            except Exception as exc:  # a Secret the API will not give: the container does not start
+                log.warning("env of %s/%s: %s", target.namespace, target.name, exc)
+                return 1
+            try:
+                return await serve_target(target, env={**self.env, **secret_env}, stop=slot.stop, on_start=up)
+            finally:
+                slot.running = None
+
+        log.info("sim for %s/%s on %s:%d (shared)", target.namespace, target.name, target.ip, target.port)
+        slot.task = asyncio.create_task(run(), name=f"sim-{target.namespace}-{target.name}")
+        return slot
+
+    async def sync(self, targets: list[Target], *, now: float) -> None:
+        """Make the running engines match the pods: start new ones, stop gone ones, restart exited ones."""
+        wanted = {t.uid: t for t in targets}
+        gone = [self.slots.pop(uid) for uid in [u for u in self.slots if u not in wanted]]
+        await asyncio.gather(*(self._stop(slot) for slot in gone))
+        for uid, target in wanted.items():
+            slot = self.slots.get(uid)
+            if slot is None:
+                self.slots[uid] = self._start(target)
+            elif slot.task.done():
+                if slot.exited_at is None:
+                    slot.exited_at = now
+                    log.info("sim for %s exited with %s", target.name, _exit_code(slot.task))
+                elif now - slot.exited_at >= RESTART_BACKOFF_SECONDS:
+                    self.slots[uid] = self._start(target)
+
+    async def _stop(self, slot: Slot) -> None:
+        slot.stop.set()
+        if slot.running is None:  # still loading (or reading its Secret): nothing to drain, stop it now
+            slot.task.cancel()
+        await asyncio.gather(slot.task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop every engine."""
+        slots, self.slots = list(self.slots.values()), {}
+        await asyncio.gather(*(self._stop(slot) for slot in slots))
+
+    def targets(self) -> list[Target]:
+        """The pods this host runs (or restarts) an engine for."""
+        return [slot.target for slot in self.slots.values()]
+
+    def engines(self) -> dict[str, Running]:
+        """uid -> the running engine, for pods whose engine is up."""
+        return {uid: slot.running for uid, slot in self.slots.items() if slot.running is not None}
+
+
+def _exit_code(task: asyncio.Task[int]) -> int | str:
+    if task.cancelled():
+        return "cancelled"
+    exc = task.exception()
+    return repr(exc) if exc is not None else task.result()
+
+
+async def run(args: argparse.Namespace) -> int:
+    """`aissim attach --shared`: poll the pods (in a thread: the client blocks) and keep the engines in step."""
+    config.load_kube_config(config_file=args.kubeconfig)
+    core = client.CoreV1Api()
+    api = client.ApiClient()
+    host = EngineHost(secrets=secret_reader(core))
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        while not stopping.is_set():
+            try:
+                targets = await asyncio.to_thread(list_targets, core, api, args.namespace)
+                await host.sync(targets, now=time.monotonic())
+            except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
+                log.warning("listing pods failed: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), args.interval)
+    finally:
+        await host.close()
+    return 0

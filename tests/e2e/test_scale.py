@@ -1,0 +1,41 @@
+"""`python -m bench.scale` end to end at N = 2: its own control plane, the operator, the shared simulator.
+
+The benchmark itself (10 / 50 / 200 services) runs on demand, never here; this smoke run (about a minute
+and a half on 2 shared cores) keeps its plumbing honest: every figure the README table shows comes out of
+a real run, the operator's share excludes what other components send, and the load reached the engines.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import scale
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--services", "2", "--runs", "1", "--load", "--window", "8", "--baseline-window", "5"]
+    assert scale.main([*argv, "--out", str(tmp_path), "--state", str(tmp_path / "state")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split("|")[1:3] for line in table[2:]] == [[" 2 ", " idle "], [" 2 ", " load "]]
+    (run,) = json.loads((tmp_path / "scale.json").read_text())["results"]
+    assert len(run["direct_bound_s"]) == len(run["cr_bound_s"]) == 2
+    assert all(0 < s < 60 for s in run["direct_bound_s"] + run["cr_bound_s"])
+    idle = run["windows"]["idle"]
+    assert idle["figures"]["operator_cores"] > 0
+    assert 50 < idle["figures"]["operator_rss_mb"] < 1000
+    assert idle["figures"]["requests_per_s"] == pytest.approx(sum(idle["operator_rates"].values()))
+    # the operator reads its services' pods; lease renewals and node heartbeats are never counted as its own
+    assert idle["operator_rates"].get("LIST pods", 0) > 0
+    assert not [key for key in idle["operator_rates"] if key.split()[1] in ("leases", "nodes", "nodes/status")]
+    assert "PUT leases" in run["baseline_rates"]
+    assert run["load"]["sent"] >= 1
+    assert run["load"]["ok"] == run["load"]["sent"]
+    assert run["sim"]["engines"] == 2
+    assert not list((tmp_path / "state").iterdir())  # every cluster went down

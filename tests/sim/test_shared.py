@@ -1,0 +1,189 @@
+"""`aissim attach --shared`: many pods' engines in one process, each as independent as its own `serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from aissim.attach import RESTART_BACKOFF_SECONDS, Target
+from aissim.shared import EngineHost
+from bench.scale_figures import rss_bytes
+from tests.sim.conftest import MODEL, base_args, loopback, wait_ready
+from tests.sim.test_processes import Spawn
+
+CANARY = {"model": MODEL, "prompt": "Reply with OK.", "max_tokens": 4}
+
+
+def target(name: str, *extra: str, ip: str | None = None) -> Target:
+    """A pod whose engine runs the simulator's usual test args (scale 1000) on its own address, port 0."""
+    argv = base_args(*extra)
+    argv[argv.index("--host") + 1] = "0.0.0.0"  # the pod's rendered --host; the host binds the pod IP instead
+    return Target(uid=f"uid-{name}", name=name, namespace="ns", ip=ip or loopback(), args=("serve", *argv), port=0)
+
+
+@pytest.fixture
+async def host() -> AsyncIterator[EngineHost]:
+    h = EngineHost(env={})
+    yield h
+    await h.close()
+
+
+async def up(h: EngineHost, uid: str, *, within: float = 10.0) -> str:
+    """Base URL of a pod's engine once it answers /health."""
+    await asyncio.wait_for(h.slots[uid].up.wait(), within)
+    running = h.engines()[uid]
+    base = f"http://{running.host}:{running.port}"
+    await wait_ready(base, within=within)
+    return base
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, Any]:
+    async with session.get(url) as resp:
+        return resp.status, await resp.json(content_type=None)
+
+
+async def post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, Any]:
+    async with session.post(url, json=body) as resp:
+        return resp.status, await resp.json(content_type=None)
+
+
+async def counter(session: aiohttp.ClientSession, base: str, name: str) -> float:
+    async with session.get(base + "/metrics") as resp:
+        text = await resp.text()
+    return sum(
+        s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name
+    )  # fmt: skip
+
+
+async def test_a_hang_in_one_pods_engine_leaves_the_other_serving(host: EngineHost) -> None:
+    a, b = target("a"), target("b")
+    await host.sync([a, b], now=0.0)
+    base_a, base_b = await up(host, a.uid), await up(host, b.uid)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        assert (await post(session, base_a + "/sim/faults", {"fault": "hang"}))[0] == 200
+        status, body = await post(session, base_b + "/v1/completions", CANARY)
+        assert status == 200
+        assert body["usage"]["completion_tokens"] == 4
+        assert await counter(session, base_b, "vllm:generation_tokens_total") == 4
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await post(session, base_a + "/v1/completions", CANARY)
+        assert await counter(session, base_a, "vllm:generation_tokens_total") == 0
+        assert (await get(session, base_b + "/sim/faults"))[1] == {"faults": []}
+
+
+async def test_a_crash_ends_only_that_engine_and_it_restarts_after_the_back_off(host: EngineHost) -> None:
+    a, b = target("a"), target("b")
+    await host.sync([a, b], now=0.0)
+    base_a, base_b = await up(host, a.uid), await up(host, b.uid)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        await post(session, base_b + "/v1/completions", CANARY)
+        assert (await post(session, base_a + "/sim/faults", {"fault": "crash", "exit_code": 3}))[0] == 200
+        slot = host.slots[a.uid]
+        assert await asyncio.wait_for(slot.task, 5) == 3  # the exit code `serve` would have exited with
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await get(session, base_a + "/health")
+        await host.sync([a, b], now=100.0)  # exit noticed: the back-off starts
+        assert host.slots[a.uid] is slot
+        await host.sync([a, b], now=100.0 + RESTART_BACKOFF_SECONDS)
+        base_a2 = await up(host, a.uid)
+        assert await counter(session, base_a2, "vllm:generation_tokens_total") == 0  # a fresh engine
+        assert await counter(session, base_b, "vllm:generation_tokens_total") == 4  # b kept its state
+        assert host.engines()[b.uid] is not None
+
+
+async def test_a_gone_pod_frees_its_address_and_a_bad_command_line_exits_2(host: EngineHost) -> None:
+    ip = loopback()
+    with socket.socket() as probe:  # a fixed port on the pod's own IP, as a real pod's 8000
+        probe.bind((ip, 0))
+        port = probe.getsockname()[1]
+    a = replace(target("a", ip=ip), port=port)
+    await host.sync([a], now=0.0)
+    await up(host, a.uid)
+    await host.sync([], now=1.0)
+    assert host.slots == {}
+    with socket.socket() as s:  # nothing listens there any more
+        assert s.connect_ex((ip, port)) != 0
+    bad = replace(a, uid="uid-bad", args=(*a.args, "--no-such-flag"))
+    await host.sync([bad], now=2.0)
+    assert await asyncio.wait_for(host.slots[bad.uid].task, 5) == 2
+    await host.sync([a], now=3.0)  # the address is free for the next pod at once
+    await up(host, a.uid)
+
+
+def series(text: str) -> set[tuple[str, str, tuple[str, ...]]]:
+    """(family, type, label names) of every series: what a scraper sees, values aside."""
+    return {
+        (f.name, f.type, tuple(sorted(s.labels))) for f in text_string_to_metric_families(text) for s in f.samples
+    }  # fmt: skip
+
+
+async def endpoints(base: str) -> dict[str, Any]:
+    """What a client of the engine sees, time-dependent fields removed."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        status, completion = await post(session, base + "/v1/completions", CANARY)
+        assert status == 200
+        async with session.get(base + "/health") as resp:
+            health = (resp.status, await resp.read())
+        models = (await get(session, base + "/v1/models"))[1]
+        for model in models["data"]:
+            model.pop("created")
+        state = (await get(session, base + "/sim/state"))[1]
+        async with session.get(base + "/metrics") as resp:
+            metrics = series(await resp.text())
+        return {
+            "health": health,
+            "version": await get(session, base + "/version"),
+            "models": models,
+            "completion": (sorted(completion), completion["usage"], completion["choices"][0]["finish_reason"]),
+            "faults": await get(session, base + "/sim/faults"),
+            "config": state["config"],
+            "state_keys": sorted(state),
+            "metrics": metrics,
+            "start_only_fault": await post(session, base + "/sim/faults", {"fault": "slow-start"}),
+        }
+
+
+async def test_endpoints_match_those_of_serve(host: EngineHost, spawn: Spawn) -> None:
+    shared = target("a")
+    (proc,) = spawn(list(shared.args[1:]))
+    await wait_ready(proc.base)
+    await host.sync([shared], now=0.0)
+    base = await up(host, shared.uid)
+    served, hosted = await endpoints(proc.base), await endpoints(base)
+    served["config"]["known"].pop("host")  # the flag given; each bound the address it was told to
+    hosted["config"]["known"].pop("host")
+    assert hosted == served
+    assert len(served["metrics"]) > 50
+
+
+def rss_mb(pid: int | str) -> float:
+    return rss_bytes(Path(f"/proc/{pid}/status").read_text()) / 1e6
+
+
+async def test_an_idle_engine_costs_a_fraction_of_a_process(host: EngineHost, spawn: Spawn) -> None:
+    """200 engines must fit a 2-core scale run: each idle one in the shared process is far below a `serve`."""
+    (proc,) = spawn(base_args())
+    await wait_ready(proc.base)
+    process_mb = rss_mb(proc.popen.pid)
+    gc.collect()
+    before = rss_mb("self")
+    pods = [target(f"p{i}") for i in range(40)]
+    started = time.monotonic()
+    await host.sync(pods, now=0.0)
+    for pod in pods:
+        await up(host, pod.uid)
+    per_engine_mb = (rss_mb("self") - before) / len(pods)
+    assert per_engine_mb < 1.0, per_engine_mb
+    assert per_engine_mb < process_mb / 20, (per_engine_mb, process_mb)
+    assert time.monotonic() - started < 30
