@@ -34,6 +34,7 @@ CONTAINER_FAULTS = (
 SEVERITY = (
     "ConfigMismatch",
     "Stalled",
+    "WorkerGone",
     *CONTAINER_FAULTS,
     "FailedMount",
     "InsufficientNPU",

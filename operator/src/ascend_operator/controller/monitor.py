@@ -33,6 +33,7 @@ from ascend_operator.controller.reconcile import EventSink, ServiceMemory
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
+from ascend_operator.health.group import observe
 from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict
 from ascend_operator.health.machine import (
     Action,
@@ -311,7 +312,7 @@ def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec
 
 
 #: Verdicts that are a fault of the pod: the status names them as the replica's cause (`causes.py`).
-FAULT_VERDICTS = ("ConfigMismatch", "Stalled")
+FAULT_VERDICTS = ("ConfigMismatch", "Stalled", "WorkerGone")
 
 
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, tuple[str, str]]:
@@ -334,7 +335,9 @@ async def health_pass(
     """One pass over the service's pods."""
     # A group is judged through its leader (it serves the API and the metrics of every DP rank); a
     # worker is `--headless`. Deleting a leader recreates its whole group (RecreateGroupOnPodRestart).
-    views = [v for p in await mon.kube.list_pods(namespace, service) if (v := pod_view(p)).leader_or_single]
+    # The worker pods are kept for the group's verdict (health.group: a gone worker is WorkerGone).
+    every = [pod_view(p) for p in await mon.kube.list_pods(namespace, service)]
+    views = [v for v in every if v.leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
     state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate) for p in live}
@@ -347,7 +350,12 @@ async def health_pass(
     configs = await _config_checks(mon, spec, state, answering, samples, api_key)
     verdicts: dict[str, Verdict] = {}
     for pod in live:
-        obs = Observations(sample=samples[pod.uid], canary=outcomes.get(pod.uid), config=configs.get(pod.uid))
+        obs = Observations(
+            sample=samples[pod.uid],
+            canary=outcomes.get(pod.uid),
+            config=configs.get(pod.uid),
+            group=observe(pod, every, spec),
+        )
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
         if state.pods[pod.uid].canary_failures > health.canary_failures:  # a canary that counted as failed
