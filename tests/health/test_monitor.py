@@ -11,8 +11,8 @@ import yaml
 
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.engine import CanaryResult
+from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
-from ascend_operator.controller.reconcile import ServiceMemory
 from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
