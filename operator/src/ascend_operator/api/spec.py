@@ -226,7 +226,7 @@ class DisruptionBudget(ApiModel):
         description="Ready engine pods an eviction (kubectl drain, cluster autoscaler) must leave; 1 keeps "
         "the last serving replica. Pods that are not Ready can always be evicted "
         "(unhealthyPodEvictionPolicy AlwaysAllow), so a broken replica never blocks a drain. The operator's "
-        "own rolls delete pods and are limited by spec.health.rolls instead.",
+        "own deletions go through spec.rollout (budget, drain) and spec.health.rolls (health roll limits) instead.",
     )
 
 
