@@ -55,6 +55,7 @@ def draining(name: str, since: float, in_flight: int | None, reason: RollReason 
         drain_reason=reason,
         drain_message="m",
         in_flight=in_flight,
+        in_flight_at=NOW,
     )
 
 
@@ -287,6 +288,15 @@ CASES = [
         {},
     ),
     (
+        "a scrape from before the drain settled does not complete it",
+        [],
+        [replace(draining("a-0", NOW - 30, 0), in_flight_at=NOW - 28), ready("a-1")],
+        [],
+        2,
+        None,
+        {},
+    ),
+    (
         "requests still running: the drain waits and holds the pod's candidate",
         [cand("a-0", R.SPEC_CHANGED)],
         [draining("a-0", NOW - 60, 1, R.SPEC_CHANGED), ready("a-1")],
@@ -410,7 +420,7 @@ def test_a_spec_change_never_takes_two_serving_pods_out_over_passes() -> None:
             loading[act.pod] = t
         for name, pod in pods.items():  # requests on a draining pod finish after 30 s
             if pod.draining_since is not None and t - pod.draining_since >= 30:
-                pods[name] = replace(pod, in_flight=0)
+                pods[name] = replace(pod, in_flight=0, in_flight_at=t)
         out_max = max(out_max, sum(1 for p in pods.values() if not p.healthy))
         if not stale and not loading:
             break

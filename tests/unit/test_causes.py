@@ -158,7 +158,8 @@ def test_a_draining_pod_says_so() -> None:
     assert cause == Cause(
         pod="svc-1", reason="Draining", message="out of the Service, waiting for its requests (ScaleDown)"
     )
-    assert cause is not None and not cause.fault
+    assert cause is not None
+    assert not cause.fault
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:

@@ -150,7 +150,7 @@ async def test_a_planned_deletion_drains_first_and_the_drain_survives_in_an_anno
     assert events == ["Draining"]
     # the pod is now out (its gate False), a fresh memory (an operator restart) still sees the drain
     kube.pods[0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
-    restarted = ServiceMemory(served={"u0", "u1"}, in_flight={"u0": 0, "u1": 0})
+    restarted = ServiceMemory(served={"u0", "u1"}, in_flight={"u0": 0, "u1": 0}, scraped_at=NOW + 3590)
     later = Site(kube=kube, events=lambda t, r, m: None, namespace="ns", service="svc", clock=lambda: NOW + 3600)  # type: ignore[arg-type]
     decision = await disrupt(later, restarted, spec, source="health", candidates=[])
     assert isinstance(decision.action, Delete)

@@ -79,6 +79,7 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
                 drain_reason=_reason(drain.get("reason")),
                 drain_message=drain.get("message", ""),
                 in_flight=flight if p.uid in memory.in_flight else None,
+                in_flight_at=memory.scraped_at if p.uid in memory.in_flight else None,
                 answering=not (p.uid in memory.in_flight and flight is None),
             )
         )

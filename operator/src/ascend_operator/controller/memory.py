@@ -30,6 +30,8 @@ class ServiceMemory:
     """Deletion candidates by loop ("reconcile", "health"): each loop's latest, decided on together."""
     in_flight: dict[str, int | None] = field(default_factory=dict)
     """Pod uid -> running + waiting requests at the health loop's last scrape (None: no answer)."""
+    scraped_at: float | None = None
+    """Wall-clock epoch seconds of the health loop's last scrape (the time of `in_flight`)."""
     served: set[str] = field(default_factory=set)
     """Uids of pods the health loop has seen Ready (their startup grace is over)."""
     create_failures: dict[str, str] = field(default_factory=dict)

@@ -274,10 +274,13 @@ async def _keep_baselines(mon: Monitor, state: MonitorState, pods: list[PodView]
             log.warning("drift baseline of pod %s/%s not written: %s", namespace, pod.name, exc)
 
 
-def _share(memory: ServiceMemory, state: MonitorState, samples: Mapping[str, EngineSample | None]) -> None:
+def _share(
+    memory: ServiceMemory, state: MonitorState, samples: Mapping[str, EngineSample | None], *, scraped_at: float
+) -> None:
     """What the disruption step reads from the health loop: requests in flight per pod (None: no answer;
     running + waiting, the engine's own gauges) and the pods that have served."""
     memory.in_flight = {uid: None if s is None else round(s.running + s.waiting) for uid, s in samples.items()}
+    memory.scraped_at = scraped_at
     memory.served = {uid for uid, health in state.pods.items() if health.served}
 
 
@@ -318,6 +321,7 @@ async def health_pass(
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
     state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate, load_baseline(p.drift_baseline)) for p in live}
+    scraped_at = mon.wall()
     samples = dict(
         zip((p.uid for p in live), await asyncio.gather(*(_scrape(mon, spec, p) for p in live)), strict=True)
     )
@@ -348,7 +352,7 @@ async def health_pass(
         },
     )
     await _keep_baselines(mon, state, live, namespace)
-    _share(memory, state, samples)
+    _share(memory, state, samples, scraped_at=scraped_at)
     site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
     # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
     await disrupt(site, memory, spec, source="health", candidates=_candidates(spec, views, verdicts, now=mon.wall()))

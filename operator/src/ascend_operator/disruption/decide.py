@@ -1,8 +1,9 @@
 """The disruption decision: every candidate and every pod in, one action (or none) out. Pure.
 
 Order of business in one pass:
-1. a drain in progress ends first: its pod is deleted once its running + waiting requests reach 0 (after
-   at least `settle_seconds`, so a request routed before the Service dropped the pod is counted), when
+1. a drain in progress ends first: its pod is deleted once its running + waiting requests reach 0 at a
+   scrape taken at least `settle_seconds` after the drain started (so a request routed before the Service
+   dropped the pod is counted), when
    `drainSeconds` passes, or at once when the engine stopped answering;
 2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
    then planned ones in replica order. For each, the rules in order; the first that refuses holds it:
@@ -71,7 +72,7 @@ def _drain_end(pod: PodState, *, now: float, cfg: DisruptionConfig) -> DrainResu
     assert since is not None
     if not pod.answering:
         return DrainResult.NOT_DRAINED
-    if pod.in_flight == 0 and now - since >= cfg.settle_seconds:
+    if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - since >= cfg.settle_seconds:
         return DrainResult.COMPLETED
     if now - since >= cfg.drain_seconds:
         return DrainResult.TIMED_OUT

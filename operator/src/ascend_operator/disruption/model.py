@@ -71,6 +71,8 @@ class PodState:
     drain_message: str = ""
     in_flight: int | None = None
     """vllm:num_requests_running + vllm:num_requests_waiting at the last scrape; None when unknown."""
+    in_flight_at: float | None = None
+    """Epoch seconds of that scrape: only a scrape taken after the drain settled can complete it."""
     answering: bool = True
     """False when the last scrape got no answer (an engine that died while draining)."""
 
