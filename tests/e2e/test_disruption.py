@@ -22,17 +22,21 @@ import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
+    FAST,
     Proc,
     ais,
+    attach,  # noqa: F401 (a fixture)
+    background_requests,
     condition,
     events,
     example,
+    gate,
     label_nodes,
     pods,
+    post,
     start,
     start_operator,
 )
-from tests.e2e.test_health import FAST, attach, background_requests, gate, post  # noqa: F401 (attach: fixture)
 
 AddNodes = Callable[[int], list[str]]
 MODEL = "deepseek-v4-flash"
