@@ -177,7 +177,8 @@ def test_drift_is_rolled_when_another_replica_serves(
         **FAST,
         "drift": {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12},
     }
-    ready_service(cluster, namespace, add_nodes, attach, replicas=2, health=health)
+    # the clients below talk to the pod directly and never stop, so its drain can only time out
+    ready_service(cluster, namespace, add_nodes, attach, replicas=2, health=health, rollout={"drainSeconds": 5})
     target = next(p for p in pods(cluster, namespace, "svc") if p["metadata"]["name"] == "svc-0")
     base = f"http://{target['status']['podIP']}:8000"
     stop = threading.Event()
@@ -190,6 +191,9 @@ def test_drift_is_rolled_when_another_replica_serves(
         roll = wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll")
         assert roll["reason"] == "ThroughputDrift"
         assert roll["pod"] == "svc-0"
+        assert roll["uid"] == target["metadata"]["uid"]
+        assert roll["drain"] == "TimedOut"
+        assert events(cluster, namespace, "Draining")
     finally:
         stop.set()
 

@@ -13,6 +13,7 @@ import yaml
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.disruption import RollReason
 from ascend_operator.health.group import (
     WORKER_GONE,
     GroupObservation,
@@ -24,7 +25,6 @@ from ascend_operator.health.group import (
 )
 from ascend_operator.health.judge import PodHealth, Verdict
 from ascend_operator.health.machine import Observations, RequestRoll, SetGate, step
-from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
 
 ROOT = Path(__file__).resolve().parents[2]

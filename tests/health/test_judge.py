@@ -3,8 +3,8 @@
 from dataclasses import replace
 
 from ascend_operator.api.health import CanarySpec, HealthSpec
+from ascend_operator.disruption import RollReason
 from ascend_operator.health.judge import CanaryOutcome, PodHealth, fold_canary, fold_sample, judge, mark_ready
-from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
 
 CFG = HealthSpec(canary=CanarySpec(failure_threshold=3))

@@ -2,6 +2,8 @@
 the passes, and a pod that goes mid-pass is forgotten with its canary."""
 
 import asyncio
+import datetime
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,8 +13,8 @@ import yaml
 
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.engine import CanaryResult
+from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
-from ascend_operator.controller.reconcile import ServiceMemory
 from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
@@ -108,6 +110,43 @@ async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: Pa
         assert task.cancelled()
         assert not state.canaries
         assert not state.pods
+    finally:
+        await state.close()
+
+
+class GateKube(FakeKube):
+    """Records the gate conditions written."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        super().__init__(pods, {})
+        self.gates: list[tuple[str, str, str]] = []
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        cond = patch["status"]["conditions"][0]
+        self.gates.append((name, cond["status"], cond["reason"]))
+        return True
+
+
+async def test_a_draining_pod_stays_out_and_takes_no_canary(example: ParsedService) -> None:
+    """Its requests must reach 0: the operator's own canary would be one more, and a passing canary must not
+    put it back into the Service."""
+    since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    draining = pod("a-0", "u0", "127.0.0.2")
+    draining["metadata"]["annotations"] = {
+        "inference.ascend.dev/drain": json.dumps({"since": since, "reason": "SpecChanged", "message": ""})
+    }
+    kube = GateKube([draining, pod("a-1", "u1", "127.0.0.3")])
+    engines = FakeEngines()
+    state, memory = MonitorState(), ServiceMemory()
+    mon = monitor(kube, engines, [])
+    try:
+        for _ in range(2):
+            await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+            await asyncio.gather(*state.canaries.values())
+        assert engines.canaries == 1  # a-1 only
+        assert ("a-0", "False", "Draining") in kube.gates
+        assert all(g[2] == "Draining" for g in kube.gates if g[0] == "a-0")
+        assert memory.in_flight == {"u0": 0, "u1": 0}  # what the drain waits on, from the engine's gauges
     finally:
         await state.close()
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from ascend_operator.api.health import HealthSpec, StallSpec
+from ascend_operator.disruption import RollReason
 from ascend_operator.health.judge import PodHealth, fold_sample, judge
-from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample, RankSample, parse_metrics
 from ascend_operator.health.stall import detect_stall
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from ascend_operator.controller.causes import Cause, may_fail_mount, mount_failures, pod_cause, replica_causes
+from ascend_operator.controller.causes import Cause, may_fail_mount, mount_failures, pod_cause, replica_causes, worst
 from ascend_operator.controller.status import Observed, compute_status
 from ascend_operator.controller.views import pod_view
 
@@ -128,10 +128,38 @@ def test_failed_mount_comes_from_the_pods_own_events() -> None:
     assert not may_fail_mount(pod_view(raw_pod(0, ready=True)))
 
 
-def test_replicas_without_a_pod_and_scaled_down_pods() -> None:
-    views = [pod_view(raw_pod(0, ready=True)), pod_view(raw_pod(3, ready=False))]
-    causes = replica_causes(views, service="svc", replicas=2, mount_failures={}, health={})
+def test_replicas_without_a_pod_are_named_as_the_operator_will_create_them() -> None:
+    """After a scale-down kept `svc-3`, a missing replica is the lowest free index, as plan_pods creates it."""
+    views = [pod_view(raw_pod(0, ready=True)), pod_view(raw_pod(3, ready=True))]
+    causes = replica_causes(views, service="svc", replicas=3, mount_failures={}, health={})
     assert causes == [Cause(pod="svc-1", reason="WaitingForReplicas", message="not created yet")]
+
+
+def test_a_refused_create_names_the_api_servers_message() -> None:
+    quota = 'pods "svc-1" is forbidden: exceeded quota: npus, requested: huawei.com/Ascend910=8, used: 8, limited: 8'
+    causes = replica_causes(
+        [pod_view(raw_pod(0, ready=True))],
+        service="svc",
+        replicas=2,
+        mount_failures={},
+        health={},
+        create_failures={"svc-1": quota},
+    )
+    assert causes == [Cause(pod="svc-1", reason="PodCreateFailed", message=quota)]
+    assert worst(causes, faults_only=True) == causes[0]
+
+
+def test_a_draining_pod_says_so() -> None:
+    raw = raw_pod(1, ready=False)
+    raw["metadata"].setdefault("annotations", {})["inference.ascend.dev/drain"] = (
+        '{"since": "2026-11-29T00:00:00Z", "reason": "ScaleDown", "message": ""}'
+    )
+    cause = pod_cause(pod_view(raw))
+    assert cause == Cause(
+        pod="svc-1", reason="Draining", message="out of the Service, waiting for its requests (ScaleDown)"
+    )
+    assert cause is not None
+    assert not cause.fault
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:

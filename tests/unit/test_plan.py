@@ -4,8 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from ascend_operator.controller.plan import Action, CreatePod, DeletePod, Reason, plan_pods
+from ascend_operator.controller.plan import Action, CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.disruption import RollReason
 
 NEW, OLD = "new", "old"
 
@@ -26,33 +27,33 @@ def pod(replica: int | None, *, hash: str = NEW, ready: bool = True, terminating
     )
 
 
-def delete(p: PodView, reason: Reason) -> DeletePod:
+def delete(p: PodView, reason: RollReason) -> DeletePod:
     return DeletePod(name=p.name, uid=p.uid, reason=reason)
 
 
+R = RollReason
 CASES: list[tuple[str, int, list[PodView], list[Action]]] = [
     ("fresh service creates every replica", 2, [], [CreatePod(replica=0), CreatePod(replica=1)]),
     ("steady state does nothing", 2, [pod(0), pod(1)], []),
     ("a lost pod is recreated", 2, [pod(0)], [CreatePod(replica=1)]),
-    ("scale down deletes the highest replicas", 1, [pod(0), pod(1)], [delete(pod(1), Reason.SCALE_DOWN)]),
-    ("a pod without replica label is removed", 1, [pod(0), pod(None)], [delete(pod(None), Reason.SCALE_DOWN)]),
     (
-        "spec change replaces one ready replica at a time",
+        "scale down without request figures removes the highest index",
+        1,
+        [pod(0), pod(1)],
+        [delete(pod(1), R.SCALE_DOWN)],
+    ),
+    ("a pod without replica label is removed", 1, [pod(0), pod(None)], [delete(pod(None), R.SCALE_DOWN)]),
+    (
+        "scale down removes a pod that serves nobody before a serving one",
+        1,
+        [pod(0, ready=False), pod(1)],
+        [delete(pod(0, ready=False), R.SCALE_DOWN)],
+    ),
+    (
+        "every stale replica is a candidate: the disruption budget takes them out one at a time",
         2,
         [pod(0, hash=OLD), pod(1, hash=OLD)],
-        [delete(pod(0, hash=OLD), Reason.SPEC_CHANGED)],
-    ),
-    (
-        "no second replacement while the first new pod is not ready",
-        2,
-        [pod(0, ready=False), pod(1, hash=OLD)],
-        [],
-    ),
-    (
-        "the next stale replica goes once the replacement is ready",
-        2,
-        [pod(0), pod(1, hash=OLD)],
-        [delete(pod(1, hash=OLD), Reason.SPEC_CHANGED)],
+        [delete(pod(0, hash=OLD), R.SPEC_CHANGED), delete(pod(1, hash=OLD), R.SPEC_CHANGED)],
     ),
     (
         "delete-then-create: a terminating pod keeps its slot (its NPUs are not free yet)",
@@ -61,15 +62,18 @@ CASES: list[tuple[str, int, list[PodView], list[Action]]] = [
         [],
     ),
     (
-        "stale pods that serve nobody are replaced at once",
+        "a gap left by a scale-down is filled by the next scale-up (lowest free index)",
         2,
-        [pod(0, hash=OLD, ready=False), pod(1, hash=OLD, ready=False)],
-        [
-            delete(pod(0, hash=OLD, ready=False), Reason.SPEC_CHANGED),
-            delete(pod(1, hash=OLD, ready=False), Reason.SPEC_CHANGED),
-        ],
+        [pod(1)],
+        [CreatePod(replica=0)],
     ),
-    ("scale to zero deletes everything", 0, [pod(0)], [delete(pod(0), Reason.SCALE_DOWN)]),
+    (
+        "a new replica never takes the name of a pod still terminating",
+        2,
+        [pod(0, terminating=True), pod(1)],
+        [],
+    ),
+    ("scale to zero deletes everything", 0, [pod(0)], [delete(pod(0), R.SCALE_DOWN)]),
 ]
 
 
@@ -78,10 +82,29 @@ def test_plan(replicas: int, pods: list[PodView], expected: list[Action]) -> Non
     assert plan_pods(replicas=replicas, spec_hash=NEW, pods=pods) == expected
 
 
+def test_scale_down_removes_the_replica_with_the_fewest_requests() -> None:
+    busy, idle = pod(0), pod(1)
+    assert plan_pods(replicas=1, spec_hash=NEW, pods=[busy, idle], in_flight={busy.uid: 0, idle.uid: 3}) == [
+        delete(busy, R.SCALE_DOWN)
+    ]
+    assert plan_pods(replicas=1, spec_hash=NEW, pods=[busy, idle], in_flight={busy.uid: 5, idle.uid: 3}) == [
+        delete(idle, R.SCALE_DOWN)
+    ]
+
+
+def test_scale_down_keeps_choosing_the_pod_that_already_drains() -> None:
+    """Request counts move while a pod drains; the removal already under way is not switched to another."""
+    draining = replace(pod(0, ready=False), drain={"since": "2026-11-29T00:00:00Z", "reason": "ScaleDown"})
+    other = pod(1)
+    assert plan_pods(replicas=1, spec_hash=NEW, pods=[draining, other], in_flight={draining.uid: 4, other.uid: 0}) == [
+        delete(draining, R.SCALE_DOWN)
+    ]
+
+
 def test_duplicate_replica_keeps_the_oldest_pod() -> None:
     first = pod(0)
     twin = replace(pod(0), name="svc-0-twin", uid="twin", created="2026-11-29T01:00:00Z")
-    assert plan_pods(replicas=1, spec_hash=NEW, pods=[twin, first]) == [delete(twin, Reason.DUPLICATE)]
+    assert plan_pods(replicas=1, spec_hash=NEW, pods=[twin, first]) == [delete(twin, R.DUPLICATE)]
 
 
 def test_pod_view_reads_insufficient_npu_from_the_scheduler_condition() -> None:

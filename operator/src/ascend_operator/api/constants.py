@@ -34,3 +34,10 @@ POOL_API_VERSION = f"{POOL_GROUP}/{POOL_VERSION}"
 POOL_KIND = "InferencePool"
 POOL_PLURAL = "inferencepools"
 POOL_CRD = f"{POOL_PLURAL}.{POOL_GROUP}"
+
+#: On an engine pod being drained before a planned deletion: JSON {"since": RFC 3339, "reason", "message"}.
+#: On the pod, not in memory, so a restarted or failed-over operator continues the drain it finds.
+ANNOTATION_DRAIN = f"{GROUP}/drain"
+#: The pod's learned drift baseline (JSON {batch size: [step seconds, ...]}), so a restarted operator does
+#: not learn an engine that is already slow as its baseline.
+ANNOTATION_DRIFT_BASELINE = f"{GROUP}/drift-baseline"

@@ -12,6 +12,7 @@ from pydantic import Field
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.rollout import RolloutSpec
 from ascend_operator.api.routing import RoutingSpec
 from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 
@@ -225,7 +226,7 @@ class DisruptionBudget(ApiModel):
         description="Ready engine pods an eviction (kubectl drain, cluster autoscaler) must leave; 1 keeps "
         "the last serving replica. Pods that are not Ready can always be evicted "
         "(unhealthyPodEvictionPolicy AlwaysAllow), so a broken replica never blocks a drain. The operator's "
-        "own rolls delete pods and are limited by spec.health.rolls instead.",
+        "own deletions go through spec.rollout (budget, drain) and spec.health.rolls (health roll limits) instead.",
     )
 
 
@@ -256,6 +257,9 @@ class AscendInferenceServiceSpec(ApiModel):
     resources: Resources = Field(default_factory=Resources, description="CPU and memory.")
     scheduling: Scheduling = Field(default_factory=Scheduling, description="Node placement.")
     health: HealthSpec = Field(default_factory=HealthSpec, description="Canary, stall and drift detection, rolls.")
+    rollout: RolloutSpec = Field(
+        default_factory=RolloutSpec, description="Disruption budget and drain of the operator's own deletions."
+    )
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="InferencePool for GIE gateways.")
     auth: AuthSpec = Field(default_factory=AuthSpec, description="The engine's API key.")
     network_policy: NetworkPolicySpec = Field(

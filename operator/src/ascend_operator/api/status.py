@@ -45,12 +45,18 @@ class EngineMetrics(ApiModel):
 
 
 class Roll(ApiModel):
-    """One recreated pod and why."""
+    """One pod the operator deleted, and why; written before the delete, so a crash in between loses nothing."""
 
     time: str = Field(description="When (RFC 3339).")
     pod: str = Field(description="The pod that was recreated.")
-    reason: str = Field(description="Stalled, ThroughputDrift or MaxAge.")
+    uid: str = Field(default="", description="The uid of the deleted pod (a successor of the same name has another).")
+    reason: str = Field(description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown or Duplicate.")
     message: str = Field(default="", description="The detector's finding and evidence.")
+    drain: str = Field(
+        default="",
+        description="Completed (its requests reached 0), TimedOut (spec.rollout.drainSeconds passed) or NotDrained "
+        "(it served nobody: stalled, crashed, loading).",
+    )
 
 
 class GroupStatus(ApiModel):
@@ -88,7 +94,9 @@ class AscendInferenceServiceStatus(ApiModel):
         default_factory=list, description="Ready, Available, Progressing, Degraded (and InferencePoolReady)."
     )
     last_roll: Roll | None = Field(default=None, description="The most recent roll.")
-    rolls: list[Roll] = Field(default_factory=list, description="Recent rolls (rate limiting reads them).")
+    rolls: list[Roll] = Field(
+        default_factory=list, description="Recent deletions (the health rate limit reads those of health reasons)."
+    )
     groups: list[GroupStatus] | None = Field(
         default=None, description="Multi-node services: one entry per LeaderWorkerSet group."
     )

@@ -237,6 +237,27 @@ class KubeApi:
         )
         return done is not None
 
+    async def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """Merge-patch a pod's metadata (the drain and drift-baseline annotations); False when it is gone."""
+        done = await self._call(
+            self._core.patch_namespaced_pod, name, namespace, dict(patch), tolerate=frozenset({404})
+        )
+        return done is not None
+
+    async def patch_status_at(
+        self, namespace: str, name: str, resource_version: str, status: Mapping[str, Any]
+    ) -> bool:
+        """Merge-patch the status only if the object is still at `resource_version` (the API server refuses
+        a patch carrying metadata.resourceVersion with 409 Conflict when the object moved on). False on a
+        conflict or when the object is gone: re-read and decide again."""
+        body = {"metadata": {"resourceVersion": resource_version}, "status": dict(status)}
+        done, _ = await self._outcome(
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP, VERSION, namespace, PLURAL, name, body,
+            tolerate=frozenset({404, 409}),
+        )  # fmt: skip
+        return done is not None
+
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Merge-patch the status subresource of an AscendInferenceService (gone objects are ignored)."""
         await self._call(

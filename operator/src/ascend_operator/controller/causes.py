@@ -7,7 +7,9 @@ pod gets stuck: being deleted (Draining), not placed (InsufficientNPU / Unschedu
 scheduler's message), a volume that does not mount (FailedMount, from the pod's events: the pod status
 only says ContainerCreating), a container the kubelet cannot start or keeps restarting (its waiting
 reason and message, CrashLoopBackOff with the restart count and the last exit), then the health verdict
-(ConfigMismatch, Stalled). Across replicas the most serious cause names the service's reason.
+(ConfigMismatch, Stalled). A replica whose pod the API server refused to create (ResourceQuota, admission,
+Pod Security) is PodCreateFailed with the server's message. Across replicas the most serious cause names
+the service's reason.
 """
 
 from collections.abc import Mapping, Sequence
@@ -36,6 +38,7 @@ SEVERITY = (
     "Stalled",
     "WorkerGone",
     *CONTAINER_FAULTS,
+    "PodCreateFailed",
     "FailedMount",
     "InsufficientNPU",
     "Unschedulable",
@@ -74,6 +77,9 @@ def pod_cause(pod: PodView, *, mount_failure: str | None = None, health: tuple[s
     """
     if pod.terminating:
         return Cause(pod=pod.name, reason="Draining", message="the pod is being deleted")
+    if pod.drain is not None:
+        why = pod.drain.get("reason", "")
+        return Cause(pod=pod.name, reason="Draining", message=f"out of the Service, waiting for its requests ({why})")
     if pod.unschedulable is not None:
         reason = "InsufficientNPU" if pod.lacks_npus else "Unschedulable"
         return Cause(pod=pod.name, reason=reason, message=pod.unschedulable)
@@ -134,25 +140,30 @@ def replica_causes(
     replicas: int,
     mount_failures: Mapping[str, str],
     health: Mapping[str, tuple[str, str]],
+    create_failures: Mapping[str, str] | None = None,
 ) -> list[Cause]:
     """The cause of every replica that does not serve, in replica order, plus terminating pods.
 
     `mount_failures` is keyed by pod name, `health` by pod uid (a replaced replica keeps its name, and
     must not inherit the verdict of the pod it replaces). A replica without any pod waits for the operator
-    to create it; a pod of a replica index beyond
-    `replicas` (scale-down) is left out unless it is being deleted.
+    to create it (named by the lowest free index, as the operator names it); a pod that is
+    being removed by a scale-down shows while it drains or terminates.
     """
     causes: list[Cause] = []
+    live = [p for p in pods if not p.terminating]
     for pod in pods:
-        if pod.replica is not None and pod.replica >= replicas and not pod.terminating:
-            continue
         cause = pod_cause(pod, mount_failure=mount_failures.get(pod.name), health=health.get(pod.uid))
         if cause is not None:
             causes.append(cause)
-    covered = {p.replica for p in pods if not p.terminating}
-    for index in range(replicas):
-        if index not in covered:
-            causes.append(Cause(pod=f"{service}-{index}", reason="WaitingForReplicas", message="not created yet"))
+    used = {p.replica for p in pods if p.replica is not None}
+    free = (i for i in range(len(used) + replicas + 1) if i not in used)  # the names the operator creates next
+    refused = create_failures or {}
+    for _ in range(replicas - len({p.replica for p in live})):
+        name = f"{service}-{next(free)}"
+        if name in refused:  # the API server's own words: the quota or admission rule that said no
+            causes.append(Cause(pod=name, reason="PodCreateFailed", message=refused[name]))
+        else:
+            causes.append(Cause(pod=name, reason="WaitingForReplicas", message="not created yet"))
     return causes
 
 

@@ -21,9 +21,10 @@ from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
-from ascend_operator.controller.reconcile import Context, EventSink, ServiceMemory, reconcile
+from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.render.netpol import OperatorPeer
 
 #: Seconds between passes when nothing wakes the loop.
@@ -76,10 +77,7 @@ def service_memory(memo: kopf.Memo, body: kopf.Body) -> ServiceMemory:
     key = (body.metadata.namespace, body.metadata.name)
     if key not in memo.services:
         memory = ServiceMemory()
-        stored = body.status.get("rolls")
-        if stored:
-            memory.extra_status["rolls"] = list(stored)
-            memory.extra_status["lastRoll"] = body.status.get("lastRoll")
+        memory.rolls = list(body.status.get("rolls") or [])  # recorded-but-not-deleted rolls are completed
         memo.services[key] = memory
     result: ServiceMemory = memo.services[key]
     return result

@@ -24,7 +24,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from ascend_operator.health.rolls import ROLL_RULES, RollReason
+from ascend_operator.disruption.model import ROLL_RULES, RollReason
 
 ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
 REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])

@@ -3,7 +3,8 @@
 The only I/O of health is here. Each pass scrapes every engine pod concurrently (per-pod timeouts), collects
 the canaries that ended since the last pass, checks the effective config of pods not yet checked, steps
 each pod's pure state machine (`ascend_operator.health.machine`), writes readiness gates, posts events and
-hands roll requests to the roll policy. Canaries run on their own schedule as tasks beside the passes, each
+hands its deletion candidates (stall, drift, age) to the disruption step (controller/disrupt.py), which
+decides for both loops at once. Canaries run on their own schedule as tasks beside the passes, each
 judged against its own scrapes taken right before it was sent and right after it ended, so a canary queued
 behind 32 busy slots for longer than a pass is judged by what the engine did while it waited. A failing gate
 write (a pod deleted mid-pass answers 404) never ends the pass. Results for the status (engine figures,
@@ -15,7 +16,6 @@ a Secret that cannot be read is one event naming the Secret, never its value.
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,16 +23,20 @@ from dataclasses import dataclass, field
 
 import kopf
 
-from ascend_operator.api.constants import READINESS_GATE
+from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.engine import CanaryResult, EngineClient
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.clients.secrets import ApiKeyCache
-from ascend_operator.controller.metrics import publish_engines, record_canary_failure, record_refusal, record_roll
-from ascend_operator.controller.reconcile import EventSink, ServiceMemory
+from ascend_operator.controller.clock import epoch, iso
+from ascend_operator.controller.disrupt import Site, disrupt
+from ascend_operator.controller.memory import EventSink, ServiceMemory
+from ascend_operator.controller.metrics import publish_engines, record_canary_failure
 from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
+from ascend_operator.health.drift import dump_baseline, load_baseline
 from ascend_operator.health.group import observe
 from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict
 from ascend_operator.health.machine import (
@@ -47,23 +51,9 @@ from ascend_operator.health.machine import (
     step,
 )
 from ascend_operator.health.recycle import recycle_due
-from ascend_operator.health.rolls import PodState, RollReason, decide_roll
 from ascend_operator.health.samples import EngineSample, parse_metrics
 
-KEEP_ROLLS = 20
 log = logging.getLogger(__name__)
-
-
-def iso(epoch: float) -> str:
-    """RFC 3339 UTC."""
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def epoch(stamp: str | None) -> float | None:
-    """Parse an RFC 3339 timestamp as the API server writes it."""
-    if not stamp:
-        return None
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass
@@ -248,60 +238,50 @@ async def _execute(
                 state.pods[pod.uid] = gate_not_written(state.pods[pod.uid])
 
 
-def _history(memory: ServiceMemory) -> list[float]:
-    return [t for r in memory.extra_status.get("rolls") or [] if (t := epoch(r.get("time"))) is not None]
-
-
-def _record_roll(memory: ServiceMemory, *, now: float, pod: str, reason: RollReason, message: str) -> None:
-    roll = {"time": iso(now), "pod": pod, "reason": reason.value, "message": message[:1000]}
-    memory.extra_status["rolls"] = [*(memory.extra_status.get("rolls") or []), roll][-KEEP_ROLLS:]
-    memory.extra_status["lastRoll"] = roll
-
-
-async def _rolls(
-    mon: Monitor,
-    spec: AscendInferenceServiceSpec,
-    memory: ServiceMemory,
-    pods: list[PodView],
-    verdicts: Mapping[str, Verdict],
-    health_by_uid: Mapping[str, PodHealth],
-    namespace: str,
-    service: str,
-) -> list[tuple[str, str, str, str]]:
-    """Ask the policy about every roll request; do at most one; return condition overrides for refusals."""
-    now = mon.wall()
-    served = {uid for uid, health in health_by_uid.items() if health.served}
-    states = [
-        PodState(
-            name=p.name,
-            ready=p.ready,
-            terminating=p.terminating,
-            started_at=epoch(p.started_at),
-            served=p.uid in served,
+def _candidates(
+    spec: AscendInferenceServiceSpec, pods: list[PodView], verdicts: Mapping[str, Verdict], *, now: float
+) -> list[Candidate]:
+    """The health loop's deletion candidates: the machines' roll requests and pods past their maximum age."""
+    found = [
+        Candidate(pod=p.name, uid=p.uid, reason=v.roll, message=v.message)
+        for p in pods
+        if (v := verdicts.get(p.uid)) and v.roll
+    ]
+    found += [
+        Candidate(
+            pod=p.name,
+            uid=p.uid,
+            reason=RollReason.MAX_AGE,
+            message=f"older than {spec.health.recycle.max_age_hours} h",
         )
         for p in pods
+        if not p.terminating and recycle_due(started_at=epoch(p.started_at), now=now, cfg=spec.health.recycle)
     ]
-    requests = [(p, v.roll, v.message) for p in pods if (v := verdicts.get(p.uid)) and v.roll]
-    requests += [
-        (p, RollReason.MAX_AGE, f"older than {spec.health.recycle.max_age_hours} h")
-        for p in pods
-        if recycle_due(started_at=epoch(p.started_at), now=now, cfg=spec.health.recycle)
-    ]
-    overrides = []
-    for pod, reason, message in requests:
-        decision = decide_roll(
-            pod=pod.name, reason=reason, pods=states, history=_history(memory), now=now, cfg=spec.health
-        )
-        if not decision.allowed:
-            record_refusal(namespace, service, decision.rule)
-            overrides.append(("Degraded", "True", "RollDeferred", f"{reason} on {pod.name}: {decision.message}"))
+    return found
+
+
+async def _keep_baselines(mon: Monitor, state: MonitorState, pods: list[PodView], namespace: str) -> None:
+    """Write each pod's drift baseline to its annotation when it learned something new (bounded: learning
+    stops once every batch size has its windows). A failed write is tried again next pass."""
+    for pod in pods:
+        baseline = state.pods[pod.uid].drift.baseline
+        if not baseline.points or (text := dump_baseline(baseline)) == pod.drift_baseline:
             continue
-        if await mon.kube.delete_pod(namespace, pod.name, pod.uid):
-            record_roll(namespace, service, reason)
-            _record_roll(memory, now=now, pod=pod.name, reason=reason, message=message)
-            mon.events("Warning", "Rolled", f"recreating pod {pod.name}, reason {reason.value}: {message}")
-        break  # one roll per pass: the next pass sees the replica out and the policy holds the rest
-    return overrides
+        patch = {"metadata": {"annotations": {ANNOTATION_DRIFT_BASELINE: text}}}
+        try:
+            await mon.kube.patch_pod(namespace, pod.name, patch)
+        except (kopf.TemporaryError, kopf.PermanentError) as exc:
+            log.warning("drift baseline of pod %s/%s not written: %s", namespace, pod.name, exc)
+
+
+def _share(
+    memory: ServiceMemory, state: MonitorState, samples: Mapping[str, EngineSample | None], *, scraped_at: float
+) -> None:
+    """What the disruption step reads from the health loop: requests in flight per pod (None: no answer;
+    running + waiting, the engine's own gauges) and the pods that have served."""
+    memory.in_flight = {uid: None if s is None else round(s.running + s.waiting) for uid, s in samples.items()}
+    memory.scraped_at = scraped_at
+    memory.served = {uid for uid, health in state.pods.items() if health.served}
 
 
 def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:
@@ -340,7 +320,8 @@ async def health_pass(
     views = [v for v in every if v.leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
-    state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate) for p in live}
+    state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate, load_baseline(p.drift_baseline)) for p in live}
+    scraped_at = mon.wall()
     samples = dict(
         zip((p.uid for p in live), await asyncio.gather(*(_scrape(mon, spec, p) for p in live)), strict=True)
     )
@@ -355,6 +336,7 @@ async def health_pass(
             canary=outcomes.get(pod.uid),
             config=configs.get(pod.uid),
             group=observe(pod, every, spec),
+            draining=pod.drain is not None,
         )
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
@@ -369,10 +351,14 @@ async def health_pass(
             for p in live
         },
     )
-    refused = await _rolls(mon, spec, memory, views, verdicts, state.pods, namespace, service)
-    _launch_canaries(mon, spec, state, answering, namespace=namespace, api_key=api_key)
-    # a refused roll says most: what was found, on which pod, and which rule held it back
-    memory.overrides = refused
+    await _keep_baselines(mon, state, live, namespace)
+    _share(memory, state, samples, scraped_at=scraped_at)
+    site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
+    # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
+    await disrupt(site, memory, spec, source="health", candidates=_candidates(spec, views, verdicts, now=mon.wall()))
+    # a draining pod takes no canary: its requests must reach 0, and the canary is one
+    idle = [p for p in answering if p.drain is None]
+    _launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)
     memory.pod_faults = _faults(live, verdicts)
     now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

@@ -2,7 +2,8 @@
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
 2. ensure the Service, the NetworkPolicy (or its absence when turned off) and the PodDisruptionBudget;
-3. plan and apply pod actions (create missing replicas, replace stale ones one at a time), or, for a
+3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
+   disruption step (controller/disrupt.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
    spec.routing.inferencePool, the InferencePool (controller/routing.py);
 4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
@@ -11,22 +12,26 @@ Running a pass twice, or after a crash half-way, converges to the same state: po
 every create or delete tolerates "already done".
 """
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.kube import KubeApi
+from ascend_operator.clients.kube import ApiRefused, KubeApi
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.causes import may_fail_mount, mount_failures
+from ascend_operator.controller.disrupt import Site, disrupt
 from ascend_operator.controller.groups import group_status
+from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
 from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.disruption import Candidate
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
 from ascend_operator.render.pod import (
@@ -43,23 +48,6 @@ from ascend_operator.render.pod import (
 from ascend_operator.validation import Finding, Severity, validate_spec
 
 
-class EventSink(Protocol):
-    """Posts a Kubernetes event about the service being reconciled."""
-
-    def __call__(self, type: str, reason: str, message: str) -> None: ...
-
-
-@dataclass
-class ServiceMemory:
-    """What one service's reconcile loop remembers between passes (lost on restart, by design)."""
-
-    announced_generation: int | None = None
-    extra_status: dict[str, Any] = field(default_factory=dict)
-    overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
-    pod_faults: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod uid -> (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Context:
     """The I/O a pass may do, injected."""
@@ -73,6 +61,8 @@ class Context:
     """The operator's own pods, admitted by every service's NetworkPolicy."""
     keys: ApiKeyCache | None = None
     """API keys, for the version of a service's key Secret (a rotation replaces its engines)."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock epoch seconds, for disruption decisions."""
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -143,22 +133,48 @@ async def _key_version(ctx: Context, parsed: ParsedService, namespace: str) -> s
     return key.version if key is not None else None
 
 
+async def _create_pod(ctx: Context, memory: ServiceMemory, body: Mapping[str, Any], digest: str) -> None:
+    """Create one pod; a refusal (ResourceQuota, admission, Pod Security) goes to the status with the API
+    server's message, and is one event per distinct message rather than one per retry."""
+    name = body["metadata"]["name"]
+    try:
+        if await ctx.kube.create(body):
+            ctx.events("Normal", "PodCreated", f"created pod {name} (spec {digest})")
+    except ApiRefused as exc:
+        memory.create_failures[name] = exc.message
+        if exc.message not in memory.announced_failures:
+            memory.announced_failures.add(exc.message)
+            ctx.events("Warning", "PodCreateFailed", f"creating pod {name}: {exc.message}")
+        return
+    memory.announced_failures.clear()
+
+
 async def _apply_pod_actions(
-    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], key_version: str | None
+    ctx: Context,
+    parsed: ParsedService,
+    owner: Owner,
+    pods: list[PodView],
+    key_version: str | None,
+    memory: ServiceMemory,
 ) -> bool:
-    """Apply the planned pod actions; True when anything was done."""
+    """Create missing replicas; hand deletion candidates to the disruption step. True when anything was done."""
     digest = spec_hash(parsed.spec, key_version=key_version)
-    actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods)
+    memory.create_failures = {}
+    actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
     for action in actions:
         if isinstance(action, CreatePod):
             body = build_pod(
                 parsed.spec, owner=owner, replica=action.replica, npu_resource=ctx.npu_resource, key_version=key_version
             )
-            if await ctx.kube.create(body):
-                ctx.events("Normal", "PodCreated", f"created pod {body['metadata']['name']} (spec {digest})")
-        elif isinstance(action, DeletePod) and await ctx.kube.delete_pod(owner.namespace, action.name, action.uid):
-            ctx.events("Normal", action.reason.value, f"deleted pod {action.name}: {action.reason.value}")
-    return bool(actions)
+            await _create_pod(ctx, memory, body, digest)
+    candidates = [
+        Candidate(pod=a.name, uid=a.uid, reason=a.reason, message=f"{a.reason.value} (spec {digest})")
+        for a in actions
+        if isinstance(a, DeletePod)
+    ]
+    site = Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
+    decision = await disrupt(site, memory, parsed.spec, source="reconcile", candidates=candidates)
+    return any(isinstance(a, CreatePod) for a in actions) or decision.action is not None
 
 
 async def _apply_group(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
@@ -189,7 +205,12 @@ async def _apply_group(ctx: Context, parsed: ParsedService, owner: Owner, pods: 
 
 
 async def _apply(
-    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], key_version: str | None
+    ctx: Context,
+    parsed: ParsedService,
+    owner: Owner,
+    pods: list[PodView],
+    key_version: str | None,
+    memory: ServiceMemory,
 ) -> bool:
     """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done."""
     if is_multi_node(parsed.spec):
@@ -199,7 +220,7 @@ async def _apply(
         if await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
             ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: single node now")
         return True
-    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version)
+    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory)
 
 
 def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodView]:
@@ -244,7 +265,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         await _ensure_service(ctx, parsed, owner)
         await _ensure_network_policy(ctx, parsed, owner)
         await _ensure_pdb(ctx, parsed, owner)
-        if await _apply(ctx, parsed, owner, pods, key_version):
+        if await _apply(ctx, parsed, owner, pods, key_version, memory):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
@@ -263,6 +284,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             endpoint=service_url(parsed.spec, owner) if parsed and valid else None,
             errors=errors,
             mount_failures=failures,
+            create_failures=memory.create_failures,
             health=memory.pod_faults,
             extra=_with_groups(parsed, pods, memory.extra_status),
             overrides=memory.overrides,

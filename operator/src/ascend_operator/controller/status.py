@@ -33,6 +33,8 @@ class Observed:
     """Validation errors of the current spec, each naming the field and the rule."""
     mount_failures: Mapping[str, str] = field(default_factory=dict)
     """Pod name -> message of its latest FailedMount event."""
+    create_failures: Mapping[str, str] = field(default_factory=dict)
+    """Pod name -> the API server's message for a refused create (the replica shows PodCreateFailed)."""
     health: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     """Pod uid -> (reason, message) of a health fault (ConfigMismatch, Stalled) the health loop found."""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -54,7 +56,12 @@ def _cond(kind: str, ok: bool, reason: str, message: str) -> Cond:
 
 def _causes(obs: Observed) -> list[Cause]:
     return replica_causes(
-        obs.pods, service=obs.service, replicas=obs.replicas, mount_failures=obs.mount_failures, health=obs.health
+        obs.pods,
+        service=obs.service,
+        replicas=obs.replicas,
+        mount_failures=obs.mount_failures,
+        health=obs.health,
+        create_failures=obs.create_failures,
     )
 
 

@@ -5,11 +5,19 @@ pod "is" (ready, terminating, unschedulable for lack of NPUs, waiting on the kub
 place.
 """
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, KNOWN_NPU_RESOURCES, LABEL_REPLICA, READINESS_GATE
+from ascend_operator.api.constants import (
+    ANNOTATION_DRAIN,
+    ANNOTATION_DRIFT_BASELINE,
+    ANNOTATION_SPEC_HASH,
+    KNOWN_NPU_RESOURCES,
+    LABEL_REPLICA,
+    READINESS_GATE,
+)
 
 #: Labels LWS puts on a group's pods (sigs.k8s.io/lws v0.7.0 api/leaderworkerset/v1/leaderworkerset_types.go:40-44).
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
@@ -45,6 +53,10 @@ class PodView:
     """Container restarts summed over the pod's containers."""
     last_exit: str | None = None
     """How the last terminated container run ended ("Error, exit code 1"), for CrashLoopBackOff."""
+    drain: Mapping[str, str] | None = None
+    """The operator's drain annotation ({"since", "reason", "message"}), None when not draining."""
+    drift_baseline: str | None = None
+    """The drift baseline annotation as stored (JSON), None when none was written."""
 
     @property
     def leader_or_single(self) -> bool:
@@ -90,6 +102,18 @@ def _last_exit(statuses: list[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _drain(annotations: Mapping[str, str]) -> Mapping[str, str] | None:
+    """The drain annotation, or None when absent or not the operator's JSON (then it is not draining)."""
+    raw = annotations.get(ANNOTATION_DRAIN)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("since"), str):
+        return None
+    return {k: str(v) for k, v in value.items()}
+
+
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     """Read a pod object (as the API returns it, camelCase) into a view."""
     meta = pod.get("metadata") or {}
@@ -119,4 +143,6 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         waiting=_waiting(containers),
         restarts=sum(int(cs.get("restartCount") or 0) for cs in containers),
         last_exit=_last_exit(containers),
+        drain=_drain(meta.get("annotations") or {}),
+        drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),
     )

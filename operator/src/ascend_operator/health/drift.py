@@ -9,6 +9,7 @@ per batch size (mean running requests, rounded) after warm-up; unseen batch size
 between learned neighbours no more than 2x apart, or not judged. Pure.
 """
 
+import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,3 +153,23 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
     horizon = sample.t - cfg.sustain_seconds - cfg.sample_window_seconds
     baseline = learn(state.baseline, windows, after=ready_at + cfg.warmup_seconds, needed=cfg.baseline_windows)
     return DriftTracker(baseline=baseline, windows=tuple(w for w in windows if w.t_end >= horizon), pending=(sample,))
+
+
+def dump_baseline(baseline: Baseline) -> str:
+    """The learned step times as compact JSON ({batch size: [seconds, ...]}), for the pod's annotation:
+    a restarted or failed-over operator restores them instead of learning an engine that is already slow."""
+    return json.dumps(
+        {str(b): [round(v, 6) for v in pts] for b, pts in sorted(baseline.points.items())}, separators=(",", ":")
+    )
+
+
+def load_baseline(raw: str | None) -> Baseline | None:
+    """The baseline of `dump_baseline`; None when absent or not ours (then it is learned again)."""
+    try:
+        value = json.loads(raw) if raw else None
+        if not isinstance(value, dict):
+            return None
+        points = {int(b): tuple(float(v) for v in pts) for b, pts in value.items() if isinstance(pts, list)}
+    except (ValueError, TypeError):
+        return None
+    return Baseline(points={b: pts for b, pts in points.items() if pts and all(v > 0 for v in pts)})

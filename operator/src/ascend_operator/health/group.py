@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.judge import Verdict
-from ascend_operator.health.rolls import RollReason
 
 WORKER_GONE = "WorkerGone"
 """The verdict reason of a group with a worker gone."""

@@ -1,14 +1,14 @@
 """One pod's health state and verdict: pure folds over scrapes and canaries, then a decision.
 
 The verdict sets the pod's readiness gate and may ask for a roll; whether the roll happens is the roll
-policy's decision (`ascend_operator.health.rolls`). Times are the operator's monotonic clock.
+disruption decision (`ascend_operator.disruption`). Times are the operator's monotonic clock.
 """
 
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.drift import DriftTracker, detect_drift, track
-from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample, advanced
 from ascend_operator.health.stall import detect_stall
 
@@ -123,5 +123,6 @@ def mark_ready(state: PodHealth, verdict: Verdict, *, now: float) -> PodHealth:
     if verdict.ready and state.ready_since is None:
         return replace(state, ready_since=now, served=True)
     if not verdict.ready and state.ready_since is not None and verdict.reason != "ThroughputDrift":
-        return replace(state, ready_since=None, drift=DriftTracker())
+        # windows restart from the next Ready; the learned baseline stays (the same engine, just unready)
+        return replace(state, ready_since=None, drift=DriftTracker(baseline=state.drift.baseline))
     return state

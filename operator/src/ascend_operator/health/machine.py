@@ -9,9 +9,10 @@ decision in between is here, so it is tested with a fake clock and no cluster, a
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.disruption.model import RollReason
+from ascend_operator.health.drift import Baseline, DriftTracker
 from ascend_operator.health.group import GroupObservation, group_verdict
 from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
-from ascend_operator.health.rolls import RollReason
 from ascend_operator.health.samples import EngineSample
 
 
@@ -28,6 +29,8 @@ class Observations:
     group: GroupObservation | None = None
     """A group leader's workers as their pods show them (`health.group.observe_group`); None for a
     single-node pod."""
+    draining: bool = False
+    """The pod carries the operator's drain annotation: it leaves the Service before a planned deletion."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,10 +69,12 @@ Action = SetGate | RequestRoll | Announce
 PENDING_REASONS = frozenset({"CheckingConfig", "AwaitingCanary"})
 
 
-def resume(gate: tuple[bool, str] | None) -> PodHealth:
-    """The machine of a pod seen for the first time by this operator process, from the gate the pod
-    carries: a gate that is True says the engine has served (its startup grace is over)."""
-    return PodHealth(gate=gate, served=bool(gate and gate[0]))
+def resume(gate: tuple[bool, str] | None, baseline: Baseline | None = None) -> PodHealth:
+    """The machine of a pod seen for the first time by this operator process, from what the pod carries:
+    a gate that is True says the engine has served (its startup grace is over); the drift baseline an
+    earlier operator learned (its annotation) is kept, so an engine already slow is not learned as normal."""
+    drift = DriftTracker(baseline=baseline) if baseline is not None else DriftTracker()
+    return PodHealth(gate=gate, served=bool(gate and gate[0]), drift=drift)
 
 
 def step(
@@ -86,7 +91,17 @@ def step(
         if obs.config:
             actions.append(Announce(type="Warning", reason="ConfigMismatch", message="; ".join(obs.config)))
     verdict = group_verdict(judge(state, now=now, cfg=cfg), obs.group, served=state.served)
-    state = mark_ready(state, verdict, now=now)
+    if obs.draining:  # out of the Service until deleted; only a stall still asks for a roll (no drain wait)
+        stalled = verdict.roll == RollReason.STALLED
+        verdict = Verdict(
+            ready=False,
+            reason="Draining",
+            message=f"draining before a planned deletion; {verdict.reason}: {verdict.message}",
+            roll=verdict.roll if stalled else None,
+            evidence=verdict.evidence if stalled else {},
+        )
+    else:
+        state = mark_ready(state, verdict, now=now)
     keep = verdict.reason in PENDING_REASONS and state.gate is not None and state.gate[0]
     if not keep and state.gate != (verdict.ready, verdict.reason):
         actions.append(SetGate(ready=verdict.ready, reason=verdict.reason, message=verdict.message))

@@ -1,0 +1,205 @@
+"""The disruption step: the one place the operator deletes (or drains) an engine pod. I/O only.
+
+Both loops call `disrupt` with their candidates (the reconcile loop: spec changes, scale-down, duplicates;
+the health loop: stall, drift, age). Under the service's lock it re-lists the pods, merges the other
+loop's latest candidates, asks the pure decision (`ascend_operator.disruption.decide`) and executes it:
+- Drain: the drain annotation on the pod (so a restarted operator continues it), then the readiness gate
+  False with reason Draining (the Service and InferencePool stop sending new requests);
+- Delete: first the roll record (time, pod, uid, reason, drain result) into status.rolls with a
+  resourceVersion precondition (409: someone wrote meanwhile; decide again next pass), then the pod with
+  a uid precondition. A crash between the two leaves a record whose pod still exists: the next call
+  completes it by uid, so the record is never lost and a successor pod (another uid) is never deleted.
+"""
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from ascend_operator.api.constants import ANNOTATION_DRAIN, READINESS_GATE
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.clients.kube import KubeApi
+from ascend_operator.controller import faults
+from ascend_operator.controller.clock import epoch, iso
+from ascend_operator.controller.memory import EventSink, ServiceMemory
+from ascend_operator.controller.metrics import record_refusal, record_roll
+from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.disruption import (
+    HEALTH_REASONS,
+    Candidate,
+    Decision,
+    Delete,
+    DisruptionConfig,
+    Drain,
+    PodState,
+    RollReason,
+    decide,
+)
+
+KEEP_ROLLS = 20
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Site:
+    """Where a decision acts: the service and the I/O it may do."""
+
+    kube: KubeApi
+    events: EventSink
+    namespace: str
+    service: str
+    clock: Callable[[], float]
+
+
+def _reason(raw: str | None) -> RollReason | None:
+    try:
+        return RollReason(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState]:
+    """The decision's view of each serving pod, with the health loop's last figures."""
+    states = []
+    for p in views:
+        drain = p.drain or {}
+        flight = memory.in_flight.get(p.uid, 0)
+        states.append(
+            PodState(
+                name=p.name,
+                uid=p.uid,
+                ready=p.ready,
+                terminating=p.terminating,
+                started_at=epoch(p.started_at),
+                served=p.uid in memory.served,
+                draining_since=epoch(drain.get("since")) if p.drain else None,
+                drain_reason=_reason(drain.get("reason")),
+                drain_message=drain.get("message", ""),
+                in_flight=flight if p.uid in memory.in_flight else None,
+                in_flight_at=memory.scraped_at if p.uid in memory.in_flight else None,
+                answering=not (p.uid in memory.in_flight and flight is None),
+            )
+        )
+    return states
+
+
+def health_history(rolls: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Times of the recorded rolls that spec.health.rolls limits (stall, drift, age)."""
+    health = {r.value for r in HEALTH_REASONS}
+    return [t for r in rolls if r.get("reason") in health and (t := epoch(r.get("time"))) is not None]
+
+
+def deferred(decision: Decision) -> list[tuple[str, str, str, str]]:
+    """Degraded/RollDeferred for a health roll a rule refused: what was found, on which pod, which rule."""
+    return [
+        ("Degraded", "True", "RollDeferred", f"{h.candidate.reason} on {h.candidate.pod}: {h.message}")
+        for h in decision.held
+        if h.refused and h.candidate.reason in HEALTH_REASONS and h.rule != "PodGone"
+    ]
+
+
+async def _serving(site: Site) -> list[PodView]:
+    """Single-node pods and group leaders (a group is judged and deleted through its leader)."""
+    return [v for p in await site.kube.list_pods(site.namespace, site.service) if (v := pod_view(p)).leader_or_single]
+
+
+async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[PodView]) -> bool:
+    """Delete the pods of recorded rolls that still exist under the recorded uid (a crash came between the
+    record and the delete). True when one was found."""
+    live = {p.uid: p for p in views if not p.terminating}
+    found = False
+    for record in memory.rolls:
+        pod = live.get(str(record.get("uid") or ""))
+        if pod is None:
+            continue
+        found = True
+        if await site.kube.delete_pod(site.namespace, pod.name, pod.uid):
+            site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.get('time')}")
+    return found
+
+
+async def _drain(site: Site, action: Drain) -> None:
+    now = site.clock()
+    note = json.dumps({"since": iso(now), "reason": action.reason.value, "message": action.message[:500]})
+    if not await site.kube.patch_pod(
+        site.namespace, action.pod, {"metadata": {"annotations": {ANNOTATION_DRAIN: note}}}
+    ):
+        return
+    condition = {
+        "type": READINESS_GATE,
+        "status": "False",
+        "reason": "Draining",
+        "message": f"draining before deletion ({action.reason.value})",
+        "lastTransitionTime": iso(now),
+    }
+    try:
+        await site.kube.patch_pod_status(site.namespace, action.pod, {"status": {"conditions": [condition]}})
+    except (kopf.TemporaryError, kopf.PermanentError) as exc:  # the health loop writes it from the annotation
+        log.warning("drain gate of pod %s/%s not written: %s", site.namespace, action.pod, exc)
+    site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
+
+
+async def _delete(site: Site, memory: ServiceMemory, action: Delete) -> None:
+    current = await site.kube.read_ais(site.namespace, site.service)
+    if current is None:
+        return
+    stored = list((current.get("status") or {}).get("rolls") or [])
+    record = {
+        "time": iso(site.clock()),
+        "pod": action.pod,
+        "uid": action.uid,
+        "reason": action.reason.value,
+        "message": action.message[:1000],
+        "drain": action.drain.value,
+    }
+    rolls = [*stored, record][-KEEP_ROLLS:]
+    version = str((current.get("metadata") or {}).get("resourceVersion") or "")
+    if not await site.kube.patch_status_at(site.namespace, site.service, version, {"rolls": rolls, "lastRoll": record}):
+        memory.rolls = stored  # moved on meanwhile: decide again on the next pass, from what is stored
+        return
+    memory.rolls = rolls
+    faults.after_roll_record()
+    if not await site.kube.delete_pod(site.namespace, action.pod, action.uid):
+        return
+    record_roll(site.namespace, site.service, action.reason)
+    if action.reason in HEALTH_REASONS:
+        site.events("Warning", "Rolled", f"recreating pod {action.pod}, reason {action.reason.value}: {action.message}")
+    else:
+        site.events("Normal", action.reason.value, f"deleted pod {action.pod}: {action.reason.value} ({action.drain})")
+
+
+async def disrupt(
+    site: Site, memory: ServiceMemory, spec: AscendInferenceServiceSpec, *, source: str, candidates: list[Candidate]
+) -> Decision:
+    """Record this loop's candidates, decide once over everyone's, and act on the decision."""
+    async with memory.lock:
+        memory.candidates[source] = candidates
+        views = await _serving(site)
+        if await _complete_recorded(site, memory, views):
+            return Decision(action=None)
+        decision = decide(
+            candidates=[c for cands in memory.candidates.values() for c in cands],
+            pods=pod_states(views, memory),
+            history=health_history(memory.rolls),
+            now=site.clock(),
+            cfg=DisruptionConfig(
+                replicas=spec.replicas,
+                max_unavailable=spec.rollout.max_unavailable,
+                drain_seconds=spec.rollout.drain_seconds,
+                settle_seconds=spec.health.scrape_interval_seconds,
+                health=spec.health,
+            ),
+        )
+        if source == "health":  # counted once per health pass, as before
+            for held in decision.held:
+                if held.refused and held.candidate.reason in HEALTH_REASONS:
+                    record_refusal(site.namespace, site.service, held.rule)
+        memory.overrides = deferred(decision)
+        if isinstance(decision.action, Drain):
+            await _drain(site, decision.action)
+        elif isinstance(decision.action, Delete):
+            await _delete(site, memory, decision.action)
+        return decision

@@ -1,0 +1,42 @@
+"""What both loops of one service share in the operator process: the memory between passes and the sink
+for events. Its own module so the reconcile loop, the health loop and the disruption step import it
+without importing each other."""
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ascend_operator.disruption import Candidate
+
+
+class EventSink(Protocol):
+    """Posts a Kubernetes event about the service being reconciled."""
+
+    def __call__(self, type: str, reason: str, message: str) -> None: ...
+
+
+@dataclass
+class ServiceMemory:
+    """What one service's reconcile loop remembers between passes (lost on restart, by design)."""
+
+    announced_generation: int | None = None
+    extra_status: dict[str, Any] = field(default_factory=dict)
+    overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
+    pod_faults: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Pod uid -> (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
+    rolls: list[dict[str, Any]] = field(default_factory=list)
+    """status.rolls as last written by the disruption step (seeded from the stored status on start)."""
+    candidates: dict[str, list[Candidate]] = field(default_factory=dict)
+    """Deletion candidates by loop ("reconcile", "health"): each loop's latest, decided on together."""
+    in_flight: dict[str, int | None] = field(default_factory=dict)
+    """Pod uid -> running + waiting requests at the health loop's last scrape (None: no answer)."""
+    scraped_at: float | None = None
+    """Wall-clock epoch seconds of the health loop's last scrape (the time of `in_flight`)."""
+    served: set[str] = field(default_factory=set)
+    """Uids of pods the health loop has seen Ready (their startup grace is over)."""
+    create_failures: dict[str, str] = field(default_factory=dict)
+    """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
+    announced_failures: set[str] = field(default_factory=set)
+    """Refusal messages already posted as an event: one event per distinct message, not per retry."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by one disruption decision at a time, so the two loops never decide on the same pods at once."""

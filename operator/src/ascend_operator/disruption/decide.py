@@ -1,0 +1,181 @@
+"""The disruption decision: every candidate and every pod in, one action (or none) out. Pure.
+
+Order of business in one pass:
+1. a drain in progress ends first: its pod is deleted once its running + waiting requests reach 0 at a
+   scrape taken at least `settle_seconds` after the drain started (so a request routed before the Service
+   dropped the pod is counted), when
+   `drainSeconds` passes, or at once when the engine stopped answering;
+2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
+   then planned ones in replica order. For each, the rules in order; the first that refuses holds it:
+   - PodGone: the pod (by uid) is gone or already terminating;
+   - InStartupGrace (health reasons): never judge a loading engine (~292 GB of weights load for minutes);
+     the grace ends early once the pod has been Ready;
+   - RateLimited, Cooldown (health reasons): spec.health.rolls.maxPerHour and cooldownSeconds over the
+     recorded rolls of health reasons;
+   - LastReadyReplica (drift, age): a slow engine serves, an absent one does not;
+   - AnotherReplicaOut: the budget. Deleting a serving pod must leave at most
+     spec.rollout.maxUnavailable of the desired replicas without a serving pod (missing, loading,
+     draining, terminating or failing pods all count as out). A pod that serves nobody does not consume
+     the budget (a PodDisruptionBudget with unhealthyPodEvictionPolicy AlwaysAllow), so two stalled
+     replicas never hold each other out and a stale, crashing pod is replaced at once.
+   A candidate on a pod that drains waits for the drain (`Draining`), unless it is a stall: a stalled
+   engine finishes nothing, so it is deleted at once.
+   The first candidate every rule allows is the decision: a serving pod with a planned reason drains, any
+   other is deleted without a drain. Every later candidate is held with `OneDecisionPerPass`.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ascend_operator.api.health import HealthSpec
+from ascend_operator.disruption.model import (
+    DRAINING,
+    HEALTH_REASONS,
+    ONE_AT_A_TIME,
+    PLANNED_REASONS,
+    SERVING_REASONS,
+    Candidate,
+    Delete,
+    Drain,
+    DrainResult,
+    Held,
+    PodState,
+)
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DisruptionConfig:
+    """The knobs the decision reads."""
+
+    replicas: int
+    """spec.replicas: the budget is counted against the desired replicas, not the pods that exist."""
+    max_unavailable: int = 1
+    drain_seconds: float = 1800.0
+    settle_seconds: float = 5.0
+    """Least time a drain lasts before "no requests" counts (endpoint removal takes a moment to reach
+    every kube-proxy and endpoint picker); the scrape interval."""
+    health: HealthSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What to do this pass, and why everything else waits."""
+
+    action: Delete | Drain | None
+    held: tuple[Held, ...] = ()
+
+
+def _drain_end(pod: PodState, *, now: float, cfg: DisruptionConfig) -> DrainResult | None:
+    since = pod.draining_since
+    assert since is not None
+    if not pod.answering:
+        return DrainResult.NOT_DRAINED
+    if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - since >= cfg.settle_seconds:
+        return DrainResult.COMPLETED
+    if now - since >= cfg.drain_seconds:
+        return DrainResult.TIMED_OUT
+    return None
+
+
+def _finish_drain(pods: Sequence[PodState], *, now: float, cfg: DisruptionConfig) -> Delete | None:
+    for pod in pods:
+        if pod.draining_since is None or pod.terminating or pod.drain_reason is None:
+            continue
+        result = _drain_end(pod, now=now, cfg=cfg)
+        if result is not None:
+            waited = now - pod.draining_since
+            message = f"{pod.drain_message} (drained {waited:.0f}s: {result.value})".lstrip()
+            return Delete(pod=pod.name, uid=pod.uid, reason=pod.drain_reason, message=message, drain=result)
+    return None
+
+
+def _refusal(
+    cand: Candidate,
+    target: PodState | None,
+    pods: Sequence[PodState],
+    history: Sequence[float],
+    now: float,
+    cfg: DisruptionConfig,
+) -> tuple[str, str] | None:
+    """The first rule that refuses the candidate, as (rule, message); None when every rule allows it."""
+    if target is None or target.terminating:
+        return "PodGone", f"pod {cand.pod} is gone or terminating"
+    health = cfg.health
+    if cand.reason in HEALTH_REASONS:
+        loading = target.started_at is None or now - target.started_at < health.startup_grace_seconds
+        if loading and not target.served:
+            return "InStartupGrace", (
+                f"pod {cand.pod} is inside its {health.startup_grace_seconds:.0f}s startup grace and was never Ready"
+            )
+        recent = [t for t in history if now - t < HOUR]
+        if len(recent) >= health.rolls.max_per_hour:
+            return "RateLimited", f"{len(recent)} roll(s) in the last hour (max {health.rolls.max_per_hour})"
+        if history and now - max(history) < health.rolls.cooldown_seconds:
+            return "Cooldown", (
+                f"last roll {now - max(history):.0f}s ago (cooldown {health.rolls.cooldown_seconds:.0f}s)"
+            )
+    others = [p for p in pods if p.uid != target.uid]
+    if cand.reason in SERVING_REASONS and not any(p.healthy for p in others):
+        return "LastReadyReplica", f"pod {cand.pod} is the last Ready replica; {cand.reason} does not roll it"
+    if target.healthy:
+        serving_after = sum(1 for p in others if p.healthy)
+        out_after = max(0, cfg.replicas - serving_after)
+        if out_after > cfg.max_unavailable:
+            out = sorted(p.name for p in others if not p.healthy)
+            detail = f": {', '.join(out)}" if out else ""
+            return "AnotherReplicaOut", (
+                f"taking {cand.pod} out would leave {out_after} of {cfg.replicas} replica(s) not serving "
+                f"(maxUnavailable {cfg.max_unavailable}); waiting for{detail or ' replicas to become Ready'}"
+            )
+    return None
+
+
+def _order(cand: Candidate, target: PodState | None) -> tuple[int, str]:
+    """Pods that serve nobody first: deleting them costs nothing and frees their NPUs."""
+    return (0 if target is None or not target.healthy else 1, cand.pod)
+
+
+def decide(
+    *,
+    candidates: Sequence[Candidate],
+    pods: Sequence[PodState],
+    history: Sequence[float],
+    now: float,
+    cfg: DisruptionConfig,
+) -> Decision:
+    """One decision for this pass (see the module docstring for the rules).
+
+    `history` holds the epoch times of the recorded rolls with a health reason.
+    """
+    by_uid = {p.uid: p for p in pods}
+    finished = _finish_drain(pods, now=now, cfg=cfg)
+    action: Delete | Drain | None = finished
+    held: list[Held] = []
+    seen: set[tuple[str, str]] = set()
+    for cand in sorted(candidates, key=lambda c: _order(c, by_uid.get(c.uid))):
+        if (cand.uid, cand.reason) in seen:
+            continue
+        seen.add((cand.uid, cand.reason))
+        target = by_uid.get(cand.uid)
+        if target is not None and target.draining_since is not None and not target.terminating:
+            if cand.reason not in PLANNED_REASONS and action is None:  # stalled mid-drain: nothing to wait for
+                action = Delete(
+                    pod=cand.pod, uid=cand.uid, reason=cand.reason, message=cand.message, drain=DrainResult.NOT_DRAINED
+                )
+            elif action is None or action.uid != cand.uid:
+                held.append(Held(candidate=cand, rule=DRAINING, message=f"pod {cand.pod} is draining"))
+            continue
+        refusal = _refusal(cand, target, pods, history, now, cfg)
+        if refusal is not None:
+            held.append(Held(candidate=cand, rule=refusal[0], message=refusal[1]))
+        elif action is not None:
+            held.append(Held(candidate=cand, rule=ONE_AT_A_TIME, message="one disruption decision per pass"))
+        elif target is not None and target.healthy and cand.reason in PLANNED_REASONS and cfg.drain_seconds > 0:
+            action = Drain(pod=cand.pod, uid=cand.uid, reason=cand.reason, message=cand.message)
+        else:
+            action = Delete(
+                pod=cand.pod, uid=cand.uid, reason=cand.reason, message=cand.message, drain=DrainResult.NOT_DRAINED
+            )
+    return Decision(action=action, held=tuple(held))
