@@ -209,3 +209,36 @@ async def test_canary_sends_the_key_and_falls_back_to_the_previous_one_after_a_r
 @pytest.fixture
 def example() -> ParsedService:
     return parse_resource(yaml.safe_load(EXAMPLE.read_text()))
+
+
+async def test_a_failed_worker_makes_its_leader_worker_gone_and_the_status_names_it() -> None:
+    """The monitor hands a group leader its workers' pods: a worker that failed (a node lost, a force delete
+    LWS does not see) is named on the leader's verdict and in the service's faults, not hidden behind a
+    leader whose own engine still answers."""
+    body = yaml.safe_load((EXAMPLE.parent / "dsr1-2node.yaml").read_text())
+    parsed = parse_resource(body)
+    assert parsed.spec.parallelism.nodes == 2
+
+    def member(name: str, uid: str, index: int, phase: str, ip: str | None) -> dict[str, Any]:
+        raw = pod(name, uid, ip or "")
+        raw["metadata"]["labels"] = {
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+            "leaderworkerset.sigs.k8s.io/worker-index": str(index),
+        }
+        raw["status"]["phase"] = phase
+        if ip is None:
+            del raw["status"]["podIP"]
+        return raw
+
+    leader = member("svc-group-0", "lead", 0, "Running", "127.0.0.2")
+    worker = member("svc-group-0-1", "work", 1, "Failed", None)
+    state, memory = MonitorState(), ServiceMemory()
+    mon = monitor(FakeKube([leader, worker], {}), FakeEngines(), [])
+    try:
+        await health_pass(mon, spec=parsed.spec, namespace="ns", service="svc", state=state, memory=memory)
+        reason, message = memory.pod_faults["lead"]
+        assert reason == "WorkerGone"
+        assert "svc-group-0-1" in message
+        assert set(memory.pod_faults) == {"lead"}  # the worker is judged through its leader, never alone
+    finally:
+        await state.close()
