@@ -217,10 +217,20 @@ def own_cluster(tmp_path: Path) -> Iterator[Cluster]:
         assert not left, f"control-plane processes still running after down: {left}"
 
 
+def established(c: Cluster, crd: str) -> None:
+    """Wait for a CRD's Established condition (`kubectl wait` fails outright while it has no conditions yet)."""
+
+    def done() -> bool:
+        conditions = (c.get_json(f"crd/{crd}").get("status") or {}).get("conditions") or []
+        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+    wait_for(done, timeout=60, message=f"CRD {crd} Established")
+
+
 def serve_on(c: Cluster, tmp_path: Path, *extra_operator_args: str) -> tuple[str, list[Proc]]:
     """CRD, a namespace, simulators and the operator(s) on `c`; a Ready 2-replica service "svc"."""
     c.kubectl("apply", "--server-side", "-f", str(CRD))
-    c.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    established(c, CRD_NAME)
     namespace = f"drill-{uuid.uuid4().hex[:6]}"
     c.kubectl("create", "namespace", namespace)
     wait_for(lambda: c.kubectl("get", "sa", "default", "-n", namespace, check=False), timeout=60, message="default SA")
@@ -272,11 +282,18 @@ def test_the_control_plane_killed_and_restarted_keeps_the_pods_and_the_roll_hist
 # ---------------------------------------------------------------- drill 3: peering, the active operator killed
 
 
+def last_peering_line(proc: Proc) -> str:
+    """The message of kopf's last peering decision in an operator's log ("Pausing ..." or "Resuming ...");
+    empty if it made none (kopf starts every peer paused and logs only a change)."""
+    lines = [line for line in proc.output().splitlines() if "kopf._core.engines.peering:" in line]
+    return lines[-1].split("kopf._core.engines.peering: ", 1)[1] if lines else ""
+
+
 def test_the_active_operator_killed_the_standby_takes_over_and_rolls_a_later_stall_once(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, crd: None, attach: Callable[..., Proc], tmp_path: Path
 ) -> None:
     cluster.kubectl("apply", "--server-side", "-f", str(PEERING_CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/clusterkopfpeerings.kopf.dev", "--timeout=60s")
+    established(cluster, "clusterkopfpeerings.kopf.dev")
     peering = f"drill-{namespace}"
     cluster.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": peering}})
     active = start_operator(cluster, tmp_path / "active.log", "--peering", peering, "--peering-priority", "200")
@@ -284,16 +301,31 @@ def test_the_active_operator_killed_the_standby_takes_over_and_rolls_a_later_sta
         cluster, tmp_path / "standby.log", "--peering", peering, "--peering-priority", "100", port_base=19580
     )
     try:
-        wait_for(lambda: "Pausing operations" in standby.output(), timeout=60, message="the standby paused")
+        # kopf starts every peer paused and resumes the highest live one ("Resuming operations"); the
+        # standby stays paused without a word, so: both peers' heartbeats in the peering, the active resumed
+        wait_for(
+            lambda: len(cluster.get_json("clusterkopfpeering", peering).get("status") or {}) == 2,
+            timeout=60,
+            message="both operators in the peering",
+        )
+        wait_for(lambda: "Resuming operations" in active.output(), timeout=60, message="the active one working")
+        wait_for(
+            lambda: not last_peering_line(standby).startswith("Resuming"),  # it may never have resumed at all
+            timeout=60,
+            message="the standby paused in favour of the active one",
+        )
         label_nodes(cluster, add_nodes(2), namespace)
         attach()
         cluster.apply(example("svc", node_label=namespace, replicas=2, health=FAST), namespace=namespace)
         wait_for(lambda: all_ready(cluster, namespace), timeout=150, message="Ready")
         stall_and_roll(cluster, namespace, "svc-1")  # rolled by the active one
         history, before = rolls(cluster, namespace), uids(cluster, namespace)
+        assert not last_peering_line(standby).startswith("Resuming"), "the standby is not paused"
+        assert "Handler 'service_changed'" not in standby.output(), "the standby acted while the active one lived"
+        mark = len(standby.output())
         active.stop(signal.SIGKILL)
         t_kill = time.monotonic()
-        wait_for(lambda: "Resuming operations" in standby.output(), timeout=150, message="the standby resumed")
+        wait_for(lambda: "Resuming operations" in standby.output()[mark:], timeout=150, message="the standby resumed")
         takeover = time.monotonic() - t_kill
         assert uids(cluster, namespace) == before
         assert all_ready(cluster, namespace)
