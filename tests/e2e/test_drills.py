@@ -164,13 +164,14 @@ def test_a_spec_change_replaces_one_pod_at_a_time_and_the_in_flight_requests_com
     while time.monotonic() < deadline:
         now = pods(cluster, namespace, "svc")
         current = {p["metadata"]["uid"]: p for p in now}
+        serving = [p for p in now if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
+        fewest_serving = min(fewest_serving, len(serving))
+        # the successor first: the operator may take the second pod out in the same sample it saw it Ready
+        if successor_ready_at is None and any(p["metadata"]["uid"] not in before.values() for p in serving):
+            successor_ready_at = time.monotonic()
         for name, uid in before.items():
             if name not in out_at and (uid not in current or not pod_ready(current[uid])):
                 out_at[name], alive_when_out[name] = time.monotonic(), threads[name].is_alive()
-        serving = [p for p in now if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
-        fewest_serving = min(fewest_serving, len(serving))
-        if successor_ready_at is None and any(p["metadata"]["uid"] not in before.values() for p in serving):
-            successor_ready_at = time.monotonic()
         status = ais(cluster, namespace, "svc")["status"]
         if len(out_at) == 2 and status.get("updatedReplicas") == 2 and all_ready(cluster, namespace):
             break
