@@ -149,6 +149,30 @@ def pid_running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def kill_component(state_dir: Path, name: str) -> list[str]:
+    """SIGKILL one control-plane component of a local cluster by its recorded PID; return its command line.
+
+    For the reliability drills (tests/e2e/test_drills.py): the command line is read from /proc before the
+    kill, so restart_component starts the same binary with the same flags (ports, data dir, certificates).
+    """
+    pid = recorded_pids(state_dir)[name]
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_running(pid), timeout=30, interval=0.05, message=f"{name} (pid {pid}) gone")
+    return argv
+
+
+def restart_component(state_dir: Path, name: str, argv: list[str]) -> int:
+    """Start a component again as hack/local-cluster spawns it (own session, same log, cwd the state dir) and
+    record its new PID, so `down` stops it like the others."""
+    with (state_dir / "logs" / f"{name}.log").open("ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=state_dir, start_new_session=True
+        )
+    (state_dir / "pids" / f"{name}.pid").write_text(f"{proc.pid}\n{argv[0]}\n")
+    return proc.pid
+
+
 #: How long a caller waits for one stage of hack/build-k8s.sh (its own cold build, or another invocation's it
 #: waits on) before it gives up: cold, the core set took 25.6 min and LWS up to 29 min on this loaded machine.
 TOOL_WAIT_SECONDS = float(os.environ.get("AIS_TOOL_WAIT_SECONDS", "3600"))

@@ -1,12 +1,15 @@
 """`aissim attach` starts a simulator for exactly the pods a kubelet would run, with their own args."""
 
 import copy
+import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import kubernetes.client
+import urllib3
 import yaml
 
-from aissim.attach import target_of
+from aissim.attach import Child, Target, poll, target_of
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.render.lws import build_leader_worker_set
 from ascend_operator.render.pod import Owner, build_pod
@@ -85,3 +88,33 @@ def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(examp
 
     assert secret_reader(Core())(target) == {"VLLM_API_KEY": "s3cret"}  # type: ignore[arg-type]
     assert isinstance(target, Target)
+
+
+class UnreachableCore:
+    """A CoreV1Api whose listing fails as the kubernetes client fails while kube-apiserver is down."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        raise self.error
+
+
+def test_an_unreachable_api_server_keeps_attach_and_its_engines_running() -> None:
+    refused = urllib3.exceptions.MaxRetryError(
+        urllib3.HTTPSConnectionPool("127.0.0.1", 6443),
+        "/api/v1/namespaces/llm/pods",
+        urllib3.exceptions.NewConnectionError(urllib3.HTTPSConnectionPool("127.0.0.1", 6443), "refused"),
+    )
+    process = subprocess.Popen(["sleep", "30"])
+    try:
+        target = Target(uid="u-1", name="svc-0", namespace="llm", ip="127.10.0.7", args=("serve",), port=8000)
+        children = {"u-1": Child(target=target, process=process)}
+        for error in (refused, kubernetes.client.ApiException(status=429, reason="storage is (re)initializing")):
+            core = cast(kubernetes.client.CoreV1Api, UnreachableCore(error))
+            assert poll(children, core, kubernetes.client.ApiClient(), "llm", log_dir=None) is False
+        assert list(children) == ["u-1"]
+        assert process.poll() is None  # the engine was not stopped
+    finally:
+        process.kill()
+        process.wait()

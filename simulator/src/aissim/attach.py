@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 from ascend_operator.api.constants import LABEL_SERVICE
@@ -208,6 +209,31 @@ def list_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str |
     return [t for p in raw if (t := target_of(p, ips))]
 
 
+#: What a pod listing raises while the API server is down or restarting: the kubernetes client lets urllib3's
+#: MaxRetryError (not an OSError) through once its connection retries are spent, so catching only
+#: ApiException and OSError ended `attach`, and every engine with it, on a kube-apiserver restart
+#: (tests/e2e/test_drills.py). A kubelet keeps its containers running through that; so does attach.
+API_UNREACHABLE = (client.ApiException, OSError, urllib3.exceptions.HTTPError)
+
+
+def poll(
+    children: dict[str, Child],
+    core: client.CoreV1Api,
+    api: client.ApiClient,
+    namespace: str | None,
+    *,
+    log_dir: Path | None,
+) -> bool:
+    """One listing and sync of the simulators; False (logged, children untouched) when the API is unreachable."""
+    try:
+        targets = list_targets(core, api, namespace)
+        sync(children, targets, now=time.monotonic(), log_dir=log_dir, secrets=secret_reader(core))
+    except API_UNREACHABLE as exc:
+        log.warning("listing pods failed: %s", exc)
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     """Poll the pods and keep the simulators in step until interrupted."""
     config.load_kube_config(config_file=args.kubeconfig)
@@ -225,11 +251,7 @@ def run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else None
     try:
         while not stopping:
-            try:
-                targets = list_targets(core, api, args.namespace)
-                sync(children, targets, now=time.monotonic(), log_dir=log_dir, secrets=secret_reader(core))
-            except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
-                log.warning("listing pods failed: %s", exc)
+            poll(children, core, api, args.namespace, log_dir=log_dir)
             time.sleep(args.interval)
     finally:
         for child in children.values():

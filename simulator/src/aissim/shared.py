@@ -30,7 +30,15 @@ from dataclasses import dataclass, field, replace
 from kubernetes import client, config
 
 from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
-from aissim.attach import RESTART_BACKOFF_SECONDS, SecretEnv, Target, list_targets, no_secrets, secret_reader
+from aissim.attach import (
+    API_UNREACHABLE,
+    RESTART_BACKOFF_SECONDS,
+    SecretEnv,
+    Target,
+    list_targets,
+    no_secrets,
+    secret_reader,
+)
 from aissim.cli import Running, launch
 from aissim.faults import FaultError, parse_fault_flag
 
@@ -200,7 +208,7 @@ async def run(args: argparse.Namespace) -> int:
             try:
                 targets = await asyncio.to_thread(list_targets, core, api, args.namespace)
                 await host.sync(targets, now=time.monotonic())
-            except (client.ApiException, OSError) as exc:  # the API server restarting is not fatal here
+            except API_UNREACHABLE as exc:  # the API server restarting is not fatal here
                 log.warning("listing pods failed: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), args.interval)
