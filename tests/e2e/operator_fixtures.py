@@ -88,13 +88,22 @@ def start(args: list[str], *, log: Path, env: dict[str, str] | None = None, prog
     return Proc(popen=popen, log=log)
 
 
+def established(cluster: Cluster, crd: str) -> None:
+    """Wait for a CRD's Established condition by polling: `kubectl wait` fails outright while a just-created
+    CRD has no conditions yet."""
+
+    def done() -> bool:
+        conditions = (cluster.get_json(f"crd/{crd}").get("status") or {}).get("conditions") or []
+        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+    wait_for(done, timeout=60, message=f"CRD {crd} Established")
+
+
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> None:
     """The CRD from crds/, established."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/ascendinferenceservices.inference.ascend.dev", "--timeout=60s"
-    )
+    established(cluster, "ascendinferenceservices.inference.ascend.dev")
 
 
 @pytest.fixture
@@ -324,7 +333,7 @@ def gie_crd(cluster: Cluster) -> dict[str, Any]:
     crd: dict[str, Any] = yaml.safe_load(path.read_text())
     assert crd["metadata"]["annotations"]["inference.networking.k8s.io/bundle-version"] == "v1.0.0"
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    established(cluster, crd["metadata"]["name"])
     return crd
 
 

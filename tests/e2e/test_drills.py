@@ -42,6 +42,7 @@ from tests.e2e.operator_fixtures import (
     ais,
     attach,  # noqa: F401 (a fixture)
     condition,
+    established,
     example,
     label_nodes,
     pods,
@@ -216,16 +217,6 @@ def own_cluster(tmp_path: Path) -> Iterator[Cluster]:
     finally:
         left = stop_local(c)
         assert not left, f"control-plane processes still running after down: {left}"
-
-
-def established(c: Cluster, crd: str) -> None:
-    """Wait for a CRD's Established condition (`kubectl wait` fails outright while it has no conditions yet)."""
-
-    def done() -> bool:
-        conditions = (c.get_json(f"crd/{crd}").get("status") or {}).get("conditions") or []
-        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
-
-    wait_for(done, timeout=60, message=f"CRD {crd} Established")
 
 
 def serve_on(c: Cluster, tmp_path: Path, *extra_operator_args: str) -> tuple[str, list[Proc]]:
