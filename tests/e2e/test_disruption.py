@@ -211,12 +211,16 @@ def test_a_drift_roll_drains_the_pod_and_its_long_request_completes(
     target = by_name(cluster, namespace, "svc-0")
     url = base(target)
     stop = threading.Event()
-    short = {"model": MODEL, "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 3000, "ignore_eos": True}
-    background_requests(url, short, clients=8, stop=stop)
-    time.sleep(15)  # the baseline: busy windows at C8
+    short = {"model": MODEL, "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 20000, "ignore_eos": True}
+    # The long request starts before the baseline: the drift detector learns step time per batch size and
+    # does not judge a batch size it never learned (health/drift.py), so the batch the baseline sees (8 short
+    # clients + the long one) must be the batch the drift happens at, and the clients' requests are long enough
+    # (20000 tokens) that windows stay decode-dominated rather than mixing in a new prefill every few seconds.
     long_result: dict[str, Any] = {}
     long_body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 60000, "ignore_eos": True}
     long_thread = completion(url, long_body, long_result)
+    background_requests(url, short, clients=8, stop=stop)
+    time.sleep(15)  # the baseline: busy windows at C9
     post(url, "/sim/faults", {"fault": "drift", "fraction": 0.5, "period_s": 30})
     try:
         wait_for(
