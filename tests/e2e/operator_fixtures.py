@@ -11,7 +11,7 @@ Fixtures: `crd`, `operator` (module), `simulators` (module, every namespace), `a
 namespace: `attach(**AIS_SIM_env)`), `delete_services_first`, `gie_crd`, `lws` (session: LeaderWorkerSet).
 Helpers: `example`, `routed`, `label_nodes`, `ais`, `condition`, `wait_condition`, `ready`, `ready_service`,
 `pods`, `live_pods`, `live_pod`, `bound_pods`, `gate`, `events`, `start_operator`, `start_attach`,
-`http_status`, `post`, `background_requests`; constants `FAST`, `SIM_TIME_SCALE`, `AddNodes`.
+`http_status`, `post`, `background_requests`, `completion`; constants `FAST`, `SIM_TIME_SCALE`, `AddNodes`.
 """
 
 from __future__ import annotations
@@ -297,6 +297,23 @@ def post(base: str, path: str, body: dict[str, Any]) -> None:
             resp.raise_for_status()
 
     asyncio.run(go())
+
+
+def completion(url: str, body: dict[str, Any], out: dict[str, Any]) -> threading.Thread:
+    """One completion in a thread; `out` gets its status and body."""
+
+    async def go() -> None:
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(f"{url}/v1/completions", json=body) as resp,
+        ):
+            out["status"] = resp.status
+            out["body"] = await resp.json()
+
+    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
+    thread.start()
+    return thread
 
 
 def background_requests(base: str, body: dict[str, Any], *, clients: int, stop: threading.Event) -> threading.Thread:

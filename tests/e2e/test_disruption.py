@@ -8,7 +8,6 @@ Engines are simulators (`aissim attach`) at 30x engine speed; faults go through 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import threading
@@ -17,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
@@ -27,6 +25,7 @@ from tests.e2e.operator_fixtures import (
     ais,
     attach,  # noqa: F401 (a fixture)
     background_requests,
+    completion,
     condition,
     events,
     example,
@@ -176,21 +175,6 @@ def test_a_spec_change_while_one_replica_is_stalled_takes_one_pod_out_at_a_time(
     stalled_rolls = [r for r in rolls if r["pod"] == "svc-2"]
     assert stalled_rolls[0]["uid"] == stalled["metadata"]["uid"]
     assert stalled_rolls[0]["drain"] == "NotDrained"
-
-
-def completion(url: str, body: dict[str, Any], out: dict[str, Any]) -> threading.Thread:
-    async def go() -> None:
-        timeout = aiohttp.ClientTimeout(total=600)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(f"{url}/v1/completions", json=body) as resp,
-        ):
-            out["status"] = resp.status
-            out["body"] = await resp.json()
-
-    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
-    thread.start()
-    return thread
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:

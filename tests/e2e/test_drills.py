@@ -12,18 +12,15 @@ Engines are simulators (`aissim attach`, 30x engine speed); faults go through th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.e2e.cluster import (
@@ -41,6 +38,7 @@ from tests.e2e.operator_fixtures import (
     Proc,
     ais,
     attach,  # noqa: F401 (a fixture)
+    completion,
     condition,
     established,
     example,
@@ -89,23 +87,6 @@ def by_name(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
 def rolls(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
     return got
-
-
-def completion(url: str, body: dict[str, Any], out: dict[str, Any]) -> threading.Thread:
-    """One completion in a thread; `out` gets its status and body."""
-
-    async def go() -> None:
-        timeout = aiohttp.ClientTimeout(total=600)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(f"{url}/v1/completions", json=body) as resp,
-        ):
-            out["status"] = resp.status
-            out["body"] = await resp.json()
-
-    thread = threading.Thread(target=lambda: asyncio.run(go()), daemon=True)
-    thread.start()
-    return thread
 
 
 def stall_and_roll(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
