@@ -195,6 +195,16 @@ def rows(results: list[dict[str, Any]]) -> list[fig.Row]:
     return out
 
 
+def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's arguments for the JSON file, with paths inside the repository made relative to it (a
+    results file committed to bench/results/ names no directory of the machine it ran on)."""
+    recorded = dict(vars(args))
+    for key, value in recorded.items():
+        if isinstance(value, Path) and value.is_relative_to(io.ROOT):
+            recorded[key] = str(value.relative_to(io.ROOT))
+    return recorded
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.from_json:
@@ -208,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.services:
         for index in range(args.runs):
             results.append(run_once(n, index, args, out))
-            io.dump(out / "scale.json", {"args": vars(args), "results": results})
+            io.dump(out / "scale.json", {"args": recorded_args(args), "results": results})
     table = fig.markdown(rows(results))
     (out / "scale.md").write_text(table + "\n")
     print(table)
