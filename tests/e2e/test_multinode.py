@@ -54,6 +54,29 @@ def by_role(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for p in pods}  # fmt: skip
 
 
+def hang_worker_and_wait_for_the_roll(cluster: Cluster, namespace: str, worker: dict[str, Any]) -> dict[str, Any]:
+    """Hang the worker's engine (a lost HCCL peer) and return the service's lastRoll once there is one."""
+    post(f"http://{worker['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
+    try:
+        roll: dict[str, Any] = wait_for(
+            lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll"
+        )
+    except WaitTimeout as exc:
+        raise AssertionError(f"{exc}; status: {json.dumps(ais(cluster, namespace, 'svc')['status'])}") from exc
+    return roll
+
+
+def wait_for_the_whole_group_recreated(
+    cluster: Cluster, namespace: str, leader: dict[str, Any], worker: dict[str, Any]
+) -> None:
+    old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
+    wait_for(
+        lambda: len(new := group_pods(cluster, namespace)) == 2 and not old & {p["metadata"]["uid"] for p in new},
+        timeout=120,
+        message="the whole group recreated",
+    )
+
+
 def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Callable[..., Proc]
 ) -> None:
@@ -94,21 +117,10 @@ def test_two_node_group_serves_through_its_leader_and_rolls_as_one(
             "ignore_eos": True}  # fmt: skip
     background_requests(base, body, clients=4, stop=stop)
     try:
-        post(f"http://{worker['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
-        try:
-            roll = wait_for(
-                lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll"
-            )
-        except WaitTimeout as exc:
-            raise AssertionError(f"{exc}; status: {json.dumps(ais(cluster, namespace, 'svc')['status'])}") from exc
+        roll = hang_worker_and_wait_for_the_roll(cluster, namespace, worker)
         assert roll["reason"] == "Stalled"
         assert roll["pod"] == leader["metadata"]["name"]
-        old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
-        wait_for(
-            lambda: len(new := group_pods(cluster, namespace)) == 2 and not old & {p["metadata"]["uid"] for p in new},
-            timeout=120,
-            message="the whole group recreated",
-        )
+        wait_for_the_whole_group_recreated(cluster, namespace, leader, worker)
         stop.set()
         wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="Ready again")
         status = ais(cluster, namespace, "svc")["status"]
@@ -134,22 +146,11 @@ def test_a_stalled_workers_ranks_roll_the_group_while_the_leaders_ranks_advance(
             "ignore_eos": True}  # fmt: skip
     background_requests(f"http://{leader['status']['podIP']}:8000", body, clients=8, stop=stop)
     try:
-        post(f"http://{worker['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
-        try:
-            roll = wait_for(
-                lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll"
-            )
-        except WaitTimeout as exc:
-            raise AssertionError(f"{exc}; status: {json.dumps(ais(cluster, namespace, 'svc')['status'])}") from exc
+        roll = hang_worker_and_wait_for_the_roll(cluster, namespace, worker)
         # summed over the ranks the leader's progress hides it; judged per rank, the worker's ranks stall
         assert roll["reason"] == "Stalled"
         assert roll["message"].startswith("DP ranks 2, 3 of 4: "), roll
         assert "(the other 2 advance)" in roll["message"]
-        old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
-        wait_for(
-            lambda: len(new := group_pods(cluster, namespace)) == 2 and not old & {p["metadata"]["uid"] for p in new},
-            timeout=120,
-            message="the whole group recreated",
-        )
+        wait_for_the_whole_group_recreated(cluster, namespace, leader, worker)
     finally:
         stop.set()
