@@ -77,3 +77,23 @@ def test_ready_since_is_kept_while_ready_and_reset_when_not() -> None:
     assert mark_ready(state, ready, now=20.0).ready_since == 16.0
     down = judge(replace(state, mismatches=("x",)), now=20.0, cfg=CFG)
     assert mark_ready(state, down, now=20.0).ready_since is None
+
+
+def test_an_hour_of_scrapes_keeps_only_what_the_detectors_read() -> None:
+    state = PodHealth(mismatches=())
+    for i in range(720):  # an hour at the default 5 s scrape
+        state = fold_sample(state, busy(i * 5.0, i * 100.0), cfg=CFG)
+    kept = [s.t for s in state.samples]
+    # four stall windows (4 x 30 s) back from the last scrape, not the 240 scrapes (20 minutes) of before
+    assert kept == [3595.0 - 120.0 + 5.0 * i for i in range(25)]
+
+
+def test_a_stall_longer_than_the_kept_span_still_says_since_when() -> None:
+    state = healthy()
+    frozen = busy(15.0, 300.0)
+    for i in range(1, 121):  # ten minutes without progress, the roll refused meanwhile
+        state = fold_sample(state, replace(frozen, t=15.0 + i * 5), cfg=CFG)
+    assert len(state.samples) <= 27
+    verdict = judge(state, now=615.0, cfg=CFG)
+    assert (verdict.reason, verdict.roll) == ("Stalled", RollReason.STALLED)
+    assert "no forward progress for 600s" in verdict.message

@@ -19,11 +19,11 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {
         "apiGroups": ["networking.k8s.io"],
         "resources": ["networkpolicies"],
-        "verbs": ["get", "create", "patch", "delete"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     SECRETS_RULE := {
         "apiGroups": [""],
@@ -31,7 +31,11 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
         "resourceNames": ["ascend-engine-api-key"],
         "verbs": ["get"],
     },
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "create", "patch", "delete"]},
+    {
+        "apiGroups": ["policy"],
+        "resources": ["poddisruptionbudgets"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
 ]
 CRD_RULE = {
@@ -230,6 +234,39 @@ KUBE_API_NEEDS: dict[str, list[tuple[str, str, str]]] = {
     "replace_inference_pool_spec": [("inference.networking.k8s.io", "inferencepools", "patch")],
     "delete_inference_pool": [("inference.networking.k8s.io", "inferencepools", "delete")],
 }
+
+
+#: What the watch caches need (clients/caches.py): list and watch of each cached kind.
+CACHE_NEEDS: dict[str, tuple[str, str]] = {
+    "pods": ("", "pods"),
+    "services": ("", "services"),
+    "poddisruptionbudgets": ("policy", "poddisruptionbudgets"),
+    "networkpolicies": ("networking.k8s.io", "networkpolicies"),
+}
+
+
+def test_every_watch_cache_is_granted_list_and_watch_by_the_chart(helm: Helm) -> None:
+    from kubernetes import client
+
+    from ascend_operator.clients.caches import Caches
+
+    for namespaces in ((), ("team-a",)):
+        kinds = {kind for kind, *_ in Caches(client.ApiClient(), namespaces=namespaces).specs}
+        assert kinds == set(CACHE_NEEDS), "a watch cache without its RBAC row (or a row for a cache that is gone)"
+    sets = [[], ["operator.watchNamespaces={team-a}"]]
+    for extra in sets:
+        objects = helm.template(sets=extra)
+        rules = [r for o in objects if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]]
+        granted = {
+            (g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+        }
+        missing = {
+            f"{verb} {resource}.{group or 'core'} ({extra or 'cluster-wide'})"
+            for group, resource in CACHE_NEEDS.values()
+            for verb in ("list", "watch")
+            if (group, resource, verb) not in granted
+        }
+        assert not missing
 
 
 def test_every_kubernetes_call_the_operator_makes_is_granted_by_the_chart(helm: Helm) -> None:

@@ -99,3 +99,44 @@ def test_events_announce_degradation_and_readiness_once() -> None:
     assert condition_events(short, short) == []
     healed = compute_status(obs([pod(0)]), previous=short, now=T1)
     assert condition_events(short, healed) == [("Normal", "AllReplicasReady", "1/1 replicas ready")]
+
+
+LIVE = {"metrics": {"tokensPerSecond": 812.4}, "tokensPerSecondDisplay": "812.4", "kvCacheUsageDisplay": "12.0%"}
+
+
+def test_live_engine_figures_alone_are_written_at_most_every_interval() -> None:
+    from ascend_operator.controller.status import status_due
+
+    first = compute_status(
+        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0)], extra=LIVE), previous=None, now=T0
+    )
+    moved = {**first, "metrics": {"tokensPerSecond": 790.1}, "tokensPerSecondDisplay": "790.1"}
+    unready = compute_status(
+        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0, ready=False)], extra=LIVE),
+        previous=first,
+        now=T1,
+    )
+    cases = [  # (stored, new, seconds since the last write, due)
+        (first, first, 999.0, False),  # nothing changed
+        (first, moved, 10.0, False),  # only the figures, 10 s after the last write
+        (first, moved, 30.0, True),  # only the figures, the interval is over
+        (first, unready, 1.0, True),  # a condition: at once
+        (None, first, None, True),  # the first status
+        (first, moved, None, True),  # never written by this operator process
+    ]
+    for stored, new, age, due in cases:
+        at = None if age is None else 100.0 - age
+        assert status_due(stored, new, live_written_at=at, now=100.0, live_interval=30.0) is due, (new, age)
+
+
+def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_due() -> None:
+    from ascend_operator.controller.memory import ServiceMemory
+
+    memory = ServiceMemory(extra_status=dict(LIVE), live_written_at=100.0)
+    assert not memory.live_due(LIVE, now=200.0, interval=30.0)  # stored already
+    memory.extra_status["tokensPerSecondDisplay"] = "790.1"
+    assert not memory.live_due(LIVE, now=120.0, interval=30.0)
+    assert memory.live_due(LIVE, now=130.0, interval=30.0)
+    before = memory.verdicts()
+    memory.pod_faults["u0"] = ("Stalled", "no forward progress for 31s")
+    assert memory.verdicts() != before

@@ -66,6 +66,11 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     )  # fmt: skip
     op.add_argument("--resync-seconds", type=float, default=None, help="seconds between passes without events")
     op.add_argument(
+        "--status-interval-seconds", type=float, default=None,
+        help="seconds between status writes that only refresh the engine figures (status.metrics); "
+        "conditions and replica counts are written as soon as they change (default 30)",
+    )  # fmt: skip
+    op.add_argument(
         "--metrics-port", type=int, default=None,
         help="serve the operator's Prometheus metrics (e.g. ascend_operator_rolls_total) on this port",
     )  # fmt: skip
@@ -81,12 +86,15 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 def run_operator(args: argparse.Namespace) -> int:
     """Run until interrupted."""
     from ascend_operator.controller import handlers  # registers the handlers with kopf
+    from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     memo = kopf.Memo()
     memo.resync_seconds = args.resync_seconds or handlers.DEFAULT_RESYNC_SECONDS
+    memo.live_interval = args.status_interval_seconds or DEFAULT_LIVE_INTERVAL
     memo.npu_resource = args.npu_resource
     memo.operator_peer = operator_peer(args)
+    memo.namespaces = list(args.namespace)  # the watch caches watch what kopf watches
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 

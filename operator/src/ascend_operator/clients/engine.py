@@ -35,11 +35,23 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-class EngineClient:
-    """A shared aiohttp session for all engines."""
+#: Scrapes and /v1/models checks in flight at once, across every service (each takes milliseconds).
+MAX_SCRAPES = 32
+#: Canaries in flight at once: a canary may wait its whole timeout behind a busy engine's batch, so the
+#: bound is high; it only keeps a fleet-wide stall from opening thousands of sockets.
+MAX_CANARIES = 256
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+
+class EngineClient:
+    """A shared aiohttp session for all engines. Concurrency is bounded here, and a call's timeout starts
+    once it holds its slot, so waiting for a slot never counts against an engine."""
+
+    def __init__(
+        self, session: aiohttp.ClientSession, *, max_scrapes: int = MAX_SCRAPES, max_canaries: int = MAX_CANARIES
+    ) -> None:
         self._session = session
+        self._scrapes = asyncio.Semaphore(max_scrapes)
+        self._canaries = asyncio.Semaphore(max_canaries)
 
     async def close(self) -> None:
         """Close the shared session."""
@@ -47,6 +59,10 @@ class EngineClient:
 
     async def get_text(self, url: str, *, timeout: float) -> str | None:
         """GET a text body (e.g. /metrics); None on any failure."""
+        async with self._scrapes:
+            return await self._get_text(url, timeout=timeout)
+
+    async def _get_text(self, url: str, *, timeout: float) -> str | None:
         try:
             async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 return await resp.text() if resp.status == 200 else None
@@ -55,6 +71,10 @@ class EngineClient:
 
     async def get_json(self, url: str, *, timeout: float, api_key: str | None = None) -> Mapping[str, Any] | None:
         """GET a JSON object (e.g. /v1/models); None on any failure."""
+        async with self._scrapes:
+            return await self._get_json(url, timeout=timeout, api_key=api_key)
+
+    async def _get_json(self, url: str, *, timeout: float, api_key: str | None) -> Mapping[str, Any] | None:
         try:
             async with self._session.get(
                 url, timeout=aiohttp.ClientTimeout(total=timeout), headers=auth_headers(api_key)
@@ -68,6 +88,14 @@ class EngineClient:
         self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float, api_key: str | None = None
     ) -> CanaryResult:
         """A few prompt tokens in, `max_tokens` out (ignore_eos, temperature 0): only a real forward counts."""
+        async with self._canaries:
+            return await self._canary(
+                base, model=model, prompt=prompt, max_tokens=max_tokens, timeout=timeout, api_key=api_key
+            )
+
+    async def _canary(
+        self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float, api_key: str | None
+    ) -> CanaryResult:
         body = {
             "model": model,
             "prompt": prompt,

@@ -26,6 +26,8 @@ from ascend_operator.api.constants import (
     POOL_VERSION,
     VERSION,
 )
+from ascend_operator.clients.caches import Caches
+from ascend_operator.clients.informer import Store
 from ascend_operator.render.lws import LWS_GROUP, LWS_PLURAL, LWS_VERSION
 
 T = TypeVar("T")
@@ -65,14 +67,42 @@ def load_config(kubeconfig: str | None = None) -> None:
 
 
 class KubeApi:
-    """The operator's Kubernetes calls."""
+    """The operator's Kubernetes calls. With `caches` (clients/caches.py), pods, Services, PDBs and
+    NetworkPolicies are read from watch caches once those have listed, and what a write returns goes
+    into them at once (write-through: a pass sees its own writes before the watch delivers them);
+    `fresh=True` asks the API server anyway."""
 
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+    def __init__(self, api_client: client.ApiClient | None = None, *, caches: Caches | None = None) -> None:
         self._api = api_client or client.ApiClient()
         self._core = client.CoreV1Api(self._api)
         self._custom = client.CustomObjectsApi(self._api)
         self._net = client.NetworkingV1Api(self._api)
         self._policy = client.PolicyV1Api(self._api)
+        self._caches = caches
+
+    def _cache(self, kind: str) -> Store | None:
+        """The synced store of `kind` (Pod, Service, PodDisruptionBudget, NetworkPolicy), else None."""
+        if self._caches is None:
+            return None
+        store = self._caches.store(kind)
+        return store if store is not None and self._caches.synced(store) else None
+
+    def _remember(self, kind: str, obj: object, *, gone: bool = False) -> dict[str, Any] | None:
+        """Put what a write returned into the cache of `kind` (a deletion without a grace period: forget
+        it); the object as a plain dict."""
+        plain = self._api.sanitize_for_serialization(obj) if obj is not None else None
+        store = self._caches.store(kind) if self._caches is not None else None
+        if store is not None and isinstance(plain, dict) and isinstance(plain.get("metadata"), dict):
+            if gone:
+                store.remove(plain)
+            else:
+                store.put(plain)
+        return plain if isinstance(plain, dict) else None
+
+    def _forget(self, kind: str, namespace: str, name: str) -> None:
+        store = self._caches.store(kind) if self._caches is not None else None
+        if store is not None:
+            store.remove({"metadata": {"namespace": namespace, "name": name}})
 
     async def _call(
         self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
@@ -100,6 +130,9 @@ class KubeApi:
 
     async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
         """The engine pods of one service, as plain dicts (camelCase, as the API returns them)."""
+        store = self._cache("Pod")
+        if store is not None:
+            return [dict(pod) for pod in store.select(namespace, service)]
         selector = f"{LABEL_SERVICE}={service}"
         result = await self._call(self._core.list_namespaced_pod, namespace, label_selector=selector)
         return [self._api.sanitize_for_serialization(pod) for pod in result.items] if result else []
@@ -128,22 +161,27 @@ class KubeApi:
         }
         create = creators[body["kind"]]
         made = await self._call(create, body["metadata"]["namespace"], dict(body), tolerate=frozenset({409}))
+        self._remember(body["kind"], made)
         return made is not None
 
-    async def read_network_policy(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_network_policy(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
         """The NetworkPolicy, or None."""
+        if not fresh and (store := self._cache("NetworkPolicy")) is not None:
+            return _copy(store.get(namespace, name))
         read = self._net.read_namespaced_network_policy
         policy = await self._call(read, name, namespace, tolerate=frozenset({404}))
         return None if policy is None else dict(self._api.sanitize_for_serialization(policy))
 
     async def patch_network_policy(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Strategic-merge-patch a NetworkPolicy (its rule lists have no merge key: they are replaced)."""
-        await self._call(self._net.patch_namespaced_network_policy, name, namespace, dict(patch))
+        done = await self._call(self._net.patch_namespaced_network_policy, name, namespace, dict(patch))
+        self._remember("NetworkPolicy", done)
 
     async def delete_network_policy(self, namespace: str, name: str) -> None:
         """Delete a NetworkPolicy (gone already is fine)."""
         delete = self._net.delete_namespaced_network_policy
         await self._call(delete, name, namespace, tolerate=frozenset({404}))
+        self._forget("NetworkPolicy", namespace, name)
 
     async def read_secret_key(self, namespace: str, name: str, key: str) -> tuple[str, str] | None:
         """One value of a Secret and the Secret's resourceVersion; None when the Secret or key is missing or
@@ -167,6 +205,9 @@ class KubeApi:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         gone = frozenset({404, 409})
         deleted = await self._call(self._core.delete_namespaced_pod, name, namespace, body=options, tolerate=gone)
+        if deleted is not None:  # graceful: the pod, now terminating; without a grace period it is gone
+            terminating = getattr(getattr(deleted, "metadata", None), "deletion_timestamp", None) is not None
+            self._remember("Pod", deleted, gone=not terminating)
         return deleted is not None
 
     async def read_lws(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -204,17 +245,22 @@ class KubeApi:
         )  # fmt: skip
         return deleted is not None
 
-    async def read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_service(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
         """The Service, or None."""
+        if not fresh and (store := self._cache("Service")) is not None:
+            return _copy(store.get(namespace, name))
         svc = await self._call(self._core.read_namespaced_service, name, namespace, tolerate=frozenset({404}))
         return None if svc is None else dict(self._api.sanitize_for_serialization(svc))
 
     async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Strategic-merge-patch a Service."""
-        await self._call(self._core.patch_namespaced_service, name, namespace, dict(patch))
+        done = await self._call(self._core.patch_namespaced_service, name, namespace, dict(patch))
+        self._remember("Service", done)
 
-    async def read_pdb(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_pdb(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
         """The PodDisruptionBudget, or None."""
+        if not fresh and (store := self._cache("PodDisruptionBudget")) is not None:
+            return _copy(store.get(namespace, name))
         pdb = await self._call(
             self._policy.read_namespaced_pod_disruption_budget, name, namespace, tolerate=frozenset({404})
         )
@@ -222,19 +268,22 @@ class KubeApi:
 
     async def patch_pdb(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         """Merge-patch a PodDisruptionBudget (its spec is mutable since policy/v1)."""
-        await self._call(self._policy.patch_namespaced_pod_disruption_budget, name, namespace, dict(patch))
+        done = await self._call(self._policy.patch_namespaced_pod_disruption_budget, name, namespace, dict(patch))
+        self._remember("PodDisruptionBudget", done)
 
     async def delete_pdb(self, namespace: str, name: str) -> None:
         """Delete a PodDisruptionBudget (gone already is fine)."""
         await self._call(
             self._policy.delete_namespaced_pod_disruption_budget, name, namespace, tolerate=frozenset({404})
         )
+        self._forget("PodDisruptionBudget", namespace, name)
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
         """Strategic-merge-patch a pod's status (readiness-gate conditions); False when the pod is gone."""
         done = await self._call(
             self._core.patch_namespaced_pod_status, name, namespace, dict(patch), tolerate=frozenset({404})
         )
+        self._remember("Pod", done)
         return done is not None
 
     async def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
@@ -242,6 +291,7 @@ class KubeApi:
         done = await self._call(
             self._core.patch_namespaced_pod, name, namespace, dict(patch), tolerate=frozenset({404})
         )
+        self._remember("Pod", done)
         return done is not None
 
     async def patch_status_at(
@@ -304,3 +354,8 @@ class KubeApi:
             body=options, tolerate=frozenset({404, 409}),
         )  # fmt: skip
         return deleted is not None
+
+
+def _copy(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A shallow copy of a cached object (callers get a dict of their own; nested values are shared)."""
+    return None if obj is None else dict(obj)

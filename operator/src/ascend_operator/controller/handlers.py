@@ -10,14 +10,18 @@ import contextlib
 import datetime
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import kopf
+from kubernetes import client
 
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PLURAL, VERSION
 from ascend_operator.api.parse import SpecError, parse_spec
+from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache
@@ -25,6 +29,7 @@ from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 from ascend_operator.render.netpol import OperatorPeer
 
 #: Seconds between passes when nothing wakes the loop.
@@ -33,6 +38,18 @@ DEFAULT_RESYNC_SECONDS = 30.0
 STOP_POLL_SECONDS = 0.5
 #: Seconds a loop waits after a failed pass before events may wake it again.
 ERROR_BACKOFF_SECONDS = 5.0
+#: Resync periods vary by this fraction either way.
+JITTER = 0.1
+#: The health loop's period while a spec does not parse (spec.health.scrapeIntervalSeconds' default).
+DEFAULT_SCRAPE_SECONDS = 5.0
+
+
+def _scrape_interval(body: kopf.Body) -> float:
+    """The service's scrape interval, or the default while its spec does not parse."""
+    try:
+        return parse_spec(body.get("spec") or {}).health.scrape_interval_seconds
+    except SpecError:
+        return DEFAULT_SCRAPE_SECONDS
 
 
 def utc_now() -> str:
@@ -56,19 +73,27 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # Events are posted explicitly with reasons; only warnings from logs become events too.
     settings.posting.level = logging.WARNING
     load_config()
-    memo.kube = KubeApi()
-    memo.engines = EngineClient(aiohttp.ClientSession())
+    # watch caches of the pods, Services, PDBs and NetworkPolicies the operator renders: a pass reads
+    # them instead of listing (issue 14), and a change wakes the owning service's loop
+    memo.caches = Caches(client.ApiClient(), namespaces=list(memo.get("namespaces") or ()))
+    memo.caches.start(on_change=functools.partial(_owner_changed, memo))
+    memo.kube = KubeApi(caches=memo.caches)
+    # no connector-wide limit (aiohttp's default 100 would queue a 200-service fleet's canaries inside
+    # their timeouts); EngineClient bounds scrapes and canaries itself, before their timeouts start
+    memo.engines = EngineClient(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
     memo.api_keys = ApiKeyCache(read=memo.kube.read_secret_key)
     memo.setdefault("operator_peer", OperatorPeer())
     memo.wakers = {}
     memo.services = {}
     memo.setdefault("resync_seconds", DEFAULT_RESYNC_SECONDS)
+    memo.setdefault("live_interval", DEFAULT_LIVE_INTERVAL)
     memo.setdefault("npu_resource", NPU_RESOURCE)
 
 
 @kopf.on.cleanup()
 async def close_clients(memo: kopf.Memo, **_: Any) -> None:
-    """Close the engines' HTTP session on shutdown."""
+    """Close the engines' HTTP session and stop the watch caches on shutdown."""
+    memo.caches.stop()
     await memo.engines.close()
 
 
@@ -95,10 +120,12 @@ def service_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **
     _wake(memo, namespace, name)
 
 
-@kopf.on.event("v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
-def pod_changed(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
-    """A change of an engine pod: wake the loop of the service that owns it."""
-    _wake(memo, namespace, labels.get(LABEL_SERVICE))
+def _owner_changed(memo: kopf.Memo, obj: Mapping[str, Any]) -> None:
+    """A cached pod, Service, PDB or NetworkPolicy changed: wake the loop of the service that owns it.
+    (Not a kopf handler: kopf watches every pod of the cluster and filters labels in the client; the
+    caches' watch is label-selected by the API server.)"""
+    meta = obj.get("metadata") or {}
+    _wake(memo, meta.get("namespace"), (meta.get("labels") or {}).get(LABEL_SERVICE))
 
 
 def _poster(body: kopf.Body) -> EventSink:
@@ -159,6 +186,7 @@ async def service_loop(
         npu_resource=str(memo.npu_resource),
         operator=memo.operator_peer,
         keys=memo.api_keys,
+        live_interval=float(memo.live_interval),
     )
     memory = service_memory(memo, body)
     if namespace is not None:
@@ -167,7 +195,8 @@ async def service_loop(
         while not stopped:
             waker.clear()
             await _guarded(lambda: reconcile(body, ctx, memory), stopped=stopped, logger=logger, what="reconcile")
-            await _sleep(stopped, waker, float(memo.resync_seconds))
+            # jittered, so services created together do not resync together
+            await _sleep(stopped, waker, float(memo.resync_seconds) * random.uniform(1 - JITTER, 1 + JITTER))
     finally:
         memo.wakers.pop((namespace, name), None)
         memo.services.pop((namespace, name), None)
@@ -188,7 +217,10 @@ async def health_loop(
     """Judge the service's engines every scrape interval; never lets an error end it."""
     monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body), keys=memo.api_keys)
     state = MonitorState()
-    interval = 5.0
+    interval = _scrape_interval(body)
+    # the first pass at a random point of the scrape interval: a fleet's passes spread over it instead of
+    # running (and scraping, and waking their reconcile loops) together
+    await stopped.wait(random.uniform(0, interval))
     try:
         while not stopped:
             try:
@@ -198,11 +230,16 @@ async def health_loop(
             if spec is not None and namespace is not None:
                 interval = spec.health.scrape_interval_seconds
                 memory = service_memory(memo, body)
+                found = memory.verdicts()
                 run = functools.partial(
                     health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
                 )
                 await _guarded(run, stopped=stopped, logger=logger, what="health pass")
-                _wake(memo, namespace, name)  # the reconcile loop patches what the pass found
+                # the reconcile loop patches what the pass found: at once when a verdict changed, the live
+                # engine figures only every live_interval (they change at every scrape under load)
+                live = memory.live_due(body.get("status"), now=time.monotonic(), interval=float(memo.live_interval))
+                if memory.verdicts() != found or live:
+                    _wake(memo, namespace, name)
             await stopped.wait(interval)
     finally:
         await state.close()  # no canary outlives its loop

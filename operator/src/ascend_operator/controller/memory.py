@@ -3,9 +3,11 @@ for events. Its own module so the reconcile loop, the health loop and the disrup
 without importing each other."""
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ascend_operator.controller.status import LIVE_KEYS
 from ascend_operator.disruption import Candidate
 
 
@@ -38,5 +40,17 @@ class ServiceMemory:
     """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
     announced_failures: set[str] = field(default_factory=set)
     """Refusal messages already posted as an event: one event per distinct message, not per retry."""
+    live_written_at: float | None = None
+    """Monotonic seconds of the last status write (each carries the live engine figures)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one disruption decision at a time, so the two loops never decide on the same pods at once."""
+
+    def verdicts(self) -> tuple[object, ...]:
+        """What the health loop found that the status shows at once (a change wakes the reconcile loop)."""
+        return (dict(self.pod_faults), list(self.overrides), dict(self.create_failures))
+
+    def live_due(self, written: Mapping[str, Any] | None, *, now: float, interval: float) -> bool:
+        """Whether the live figures differ from `written` (the stored status) and their last write is
+        `interval` seconds old."""
+        stale = any((written or {}).get(k) != v for k, v in self.extra_status.items() if k in LIVE_KEYS)
+        return stale and (self.live_written_at is None or now - self.live_written_at >= interval)

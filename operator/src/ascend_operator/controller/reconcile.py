@@ -29,7 +29,13 @@ from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
-from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
+from ascend_operator.controller.status import (
+    DEFAULT_LIVE_INTERVAL,
+    Observed,
+    compute_status,
+    condition_events,
+    status_due,
+)
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
@@ -63,6 +69,10 @@ class Context:
     """API keys, for the version of a service's key Secret (a rotation replaces its engines)."""
     clock: Callable[[], float] = time.time
     """Wall-clock epoch seconds, for disruption decisions."""
+    mono: Callable[[], float] = time.monotonic
+    """Monotonic seconds, for how old the last status write is."""
+    live_interval: float = DEFAULT_LIVE_INTERVAL
+    """Seconds between status writes that change only the live engine figures (`status.LIVE_KEYS`)."""
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -83,8 +93,12 @@ async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> 
     desired = build_service(parsed.spec, owner=owner)
     current = await ctx.kube.read_service(owner.namespace, owner.name)
     if current is None:
-        await ctx.kube.create(desired)
-        return
+        if await ctx.kube.create(desired):
+            return
+        # it exists, yet the cache lacks it (its labels were edited away): read it, and patch them back
+        current = await ctx.kube.read_service(owner.namespace, owner.name, fresh=True)
+        if current is None:
+            return
     patch = service_patch(current, desired)
     if patch:
         await ctx.kube.patch_service(owner.namespace, owner.name, patch)
@@ -101,7 +115,10 @@ async def _ensure_pdb(ctx: Context, parsed: ParsedService, owner: Owner) -> None
     if current is None:
         if await ctx.kube.create(desired):
             ctx.events("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {owner.name}")
-        return
+            return
+        current = await ctx.kube.read_pdb(owner.namespace, owner.name, fresh=True)  # there, not in the cache
+        if current is None:
+            return
     if current.get("spec", {}).get("minAvailable") != desired["spec"]["minAvailable"]:
         await ctx.kube.patch_pdb(
             owner.namespace, owner.name, {"spec": {"minAvailable": desired["spec"]["minAvailable"]}}
@@ -119,8 +136,10 @@ async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Own
             await ctx.kube.delete_network_policy(owner.namespace, policy_name(owner))
         return
     if current is None:
-        await ctx.kube.create(desired)
-    elif current.get("spec") != desired["spec"]:
+        if await ctx.kube.create(desired):
+            return
+        current = await ctx.kube.read_network_policy(owner.namespace, policy_name(owner), fresh=True)
+    if current is not None and current.get("spec") != desired["spec"]:
         await ctx.kube.patch_network_policy(owner.namespace, policy_name(owner), {"spec": desired["spec"]})
 
 
@@ -295,8 +314,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         now=ctx.now(),
     )
     publish_conditions(owner.namespace, owner.name, status["conditions"])
-    if status_changed(previous, status):
+    now = ctx.mono()
+    if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):
         await ctx.kube.patch_status(owner.namespace, owner.name, status)
+        memory.live_written_at = now
         for event in condition_events(previous, status):
             ctx.events(*event)
     return status

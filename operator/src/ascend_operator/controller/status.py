@@ -169,6 +169,33 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
     return any(current.get(key) != value for key, value in new.items())
 
 
+#: Status keys the health loop refreshes at scrape rate (health/aggregate.py service_metrics): written at
+#: most every `live_interval` seconds (`aisctl operator --status-interval-seconds`, default 30). Everything
+#: else (conditions, replicas, the spec hash) is written as soon as it changes.
+LIVE_KEYS = frozenset({"metrics", "tokensPerSecondDisplay", "kvCacheUsageDisplay"})
+DEFAULT_LIVE_INTERVAL = 30.0
+
+
+def status_due(
+    current: Mapping[str, Any] | None,
+    new: Mapping[str, Any],
+    *,
+    live_written_at: float | None,
+    now: float,
+    live_interval: float,
+) -> bool:
+    """Whether to patch `new`: something other than the live engine figures changed, or only those did and
+    their last write is `live_interval` seconds old (an etcd write and a watch event to every watcher of the
+    service each time: at scrape rate that is most of an idle fleet's API traffic)."""
+    current = current or {}
+    changed = {key for key, value in new.items() if current.get(key) != value}
+    if not changed:
+        return False
+    if changed <= LIVE_KEYS and live_written_at is not None:
+        return now - live_written_at >= live_interval
+    return True
+
+
 Event = tuple[str, str, str]
 """(type, reason, message) of a Kubernetes event."""
 

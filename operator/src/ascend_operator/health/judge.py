@@ -8,12 +8,16 @@ from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption.model import RollReason
+from ascend_operator.health.aggregate import WINDOW_SECONDS
 from ascend_operator.health.drift import DriftTracker, detect_drift, track
 from ascend_operator.health.samples import EngineSample, advanced
-from ascend_operator.health.stall import detect_stall
+from ascend_operator.health.stall import detect_stall, frozen_span
 
-#: Samples kept per pod: enough for the stall window several times over, bounded in memory.
+#: Samples kept per pod at most, whatever the scrape interval (a hard bound on memory).
 KEEP_SAMPLES = 240
+#: Seconds of samples kept per pod, as a multiple of the stall window (at least the status figures' 30 s
+#: window twice): what the detectors read. The drift detector keeps its own windows (health/drift.py).
+KEEP_STALL_WINDOWS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,9 +69,19 @@ class Verdict:
     """The DP ranks a Stalled verdict found frozen (`engine` label values); empty: the engine as a whole."""
 
 
+def keep(samples: tuple[EngineSample, ...], sample: EngineSample, *, cfg: HealthSpec) -> tuple[EngineSample, ...]:
+    """`samples` plus `sample`, without those older than the detectors read; the first sample of a frozen
+    span stays however old, so a long stall still says since when nothing advanced."""
+    every = (*samples, sample)[-KEEP_SAMPLES:]
+    horizon = sample.t - max(KEEP_STALL_WINDOWS * cfg.stall.window_seconds, 2 * WINDOW_SECONDS)
+    recent = next((i for i, s in enumerate(every) if s.t >= horizon), len(every) - 1)
+    frozen = len(every) - len(frozen_span(every))
+    return (every[frozen], *every[recent:]) if frozen < recent else every[recent:]
+
+
 def fold_sample(state: PodHealth, sample: EngineSample, *, cfg: HealthSpec) -> PodHealth:
     """Add a scrape."""
-    samples = (*state.samples, sample)[-KEEP_SAMPLES:]
+    samples = keep(state.samples, sample, cfg=cfg)
     drift = state.drift
     if state.ready_since is not None:
         drift = track(drift, sample, ready_at=state.ready_since, cfg=cfg.drift)

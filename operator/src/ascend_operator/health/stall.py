@@ -44,7 +44,7 @@ def _no_data(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
     return None
 
 
-def _frozen(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
+def frozen_span(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
     """The trailing samples between which nothing advanced (at least the last one); an engine restart (a
     counter going backwards) also ends the span: the new process is judged from its own first sample."""
     start = len(samples) - 1
@@ -58,7 +58,7 @@ def _frozen(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
 
 def stuck_since(samples: Sequence[EngineSample]) -> float:
     """Time of the earliest sample from which the engine made no forward progress."""
-    return _frozen(samples)[0].t
+    return frozen_span(samples)[0].t
 
 
 def _idle(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding | None:
