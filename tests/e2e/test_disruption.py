@@ -94,7 +94,7 @@ def test_a_crash_between_the_roll_record_and_the_delete_loses_nothing_and_delete
     label_nodes(cluster, add_nodes(1), namespace)
     attach()
     doomed = start(
-        ["operator", "--liveness", "http://127.0.0.1:18999/healthz", "--resync-seconds", "5"],
+        ["operator", "--liveness", "http://127.0.0.1:18999/healthz", "--resync-seconds", "5", "--log-level", "DEBUG"],
         log=tmp_path / "doomed.log",
         env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_FAULT_AFTER_ROLL_RECORD": "1"},
     )

@@ -31,8 +31,13 @@ def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
     assert idle["figures"]["operator_cores"] > 0
     assert 50 < idle["figures"]["operator_rss_mb"] < 1000
     assert idle["figures"]["requests_per_s"] == pytest.approx(sum(idle["operator_rates"].values()))
-    # the operator reads its services' pods; lease renewals and node heartbeats are never counted as its own
-    assert idle["operator_rates"].get("LIST pods", 0) > 0
+    # an idle fleet costs the API server nothing per pass: pods, Services, PDBs and NetworkPolicies come
+    # from the operator's watch caches (before: a LIST and three GETs per service per pass, ~0.8/s here);
+    # the attach process's own pod polling is in the baseline, so what is left is noise
+    assert idle["operator_rates"].get("LIST pods", 0) < 0.3
+    for read in ("GET services", "GET poddisruptionbudgets", "GET networkpolicies"):
+        assert read not in idle["operator_rates"], idle["operator_rates"]
+    # lease renewals and node heartbeats are never counted as the operator's own
     assert not [key for key in idle["operator_rates"] if key.split()[1] in ("leases", "nodes", "nodes/status")]
     assert "PUT leases" in run["baseline_rates"]
     assert run["load"]["sent"] >= 1

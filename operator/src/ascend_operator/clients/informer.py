@@ -41,8 +41,12 @@ Key = tuple[str, str]
 """(namespace, name)."""
 Obj = Mapping[str, Any]
 
-#: Seconds a watch request lasts before the API server ends it (then it resumes from the last version).
-WATCH_SECONDS = 300
+#: Seconds a watch request lasts before the API server ends it (then it resumes from the last version):
+#: short, so a connection that died without a word (no FIN through a NAT or a dead apiserver) costs at
+#: most this plus READ_SLACK_SECONDS of staleness, for one request per kind per minute.
+WATCH_SECONDS = 60
+#: The client gives up reading a watch this long after the server should have ended it.
+READ_SLACK_SECONDS = 15
 #: Seconds between attempts while the API server does not answer.
 RETRY_SECONDS = 2.0
 #: Tombstones kept (oldest dropped first): enough for every deletion between two watch events.
@@ -204,10 +208,18 @@ class Informer:
     def _listed(self, objects: list[Obj]) -> None:
         for obj in self.store.replace(objects, namespace=self._namespace):
             self._on_change(obj)
+        if not self.synced:
+            log.info("watch cache of %s in %s: %d listed", self.kind, self._namespace or "all namespaces", len(objects))
         self.synced = True
 
     def _event(self, event: Event) -> None:
         changed = self.store.remove(event.obj) if event.type == "DELETED" else self.store.put(event.obj)
+        if log.isEnabledFor(logging.DEBUG):
+            meta = event.obj.get("metadata") or {}
+            log.debug(
+                "%s %s %s/%s rv=%s taken=%s",
+                self.kind, event.type, meta.get("namespace"), meta.get("name"), meta.get("resourceVersion"), changed,
+            )  # fmt: skip
         if changed:
             self._on_change(event.obj)
 
@@ -250,7 +262,7 @@ class Informer:
             allow_watch_bookmarks=True,
             timeout_seconds=WATCH_SECONDS,
             _preload_content=False,
-            _request_timeout=(5.0, WATCH_SECONDS + 30),
+            _request_timeout=(5.0, WATCH_SECONDS + READ_SLACK_SECONDS),
         )
         try:
             for event in _events(iter_resp_lines(resp)):  # type: ignore[no-untyped-call]

@@ -42,12 +42,15 @@ class ServiceMemory:
     """Refusal messages already posted as an event: one event per distinct message, not per retry."""
     live_written_at: float | None = None
     """Monotonic seconds of the last status write (each carries the live engine figures)."""
+    written: dict[str, Any] = field(default_factory=dict)
+    """The status this process last wrote: newer than kopf's copy of the object until the watch brings
+    the write back, so a pass woken meanwhile neither writes it again nor posts its events twice."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one disruption decision at a time, so the two loops never decide on the same pods at once."""
 
     def verdicts(self) -> tuple[object, ...]:
         """What the health loop found that the status shows at once (a change wakes the reconcile loop)."""
-        return (dict(self.pod_faults), list(self.overrides), dict(self.create_failures))
+        return (dict(self.pod_faults), list(self.overrides))
 
     def live_due(self, written: Mapping[str, Any] | None, *, now: float, interval: float) -> bool:
         """Whether the live figures differ from `written` (the stored status) and their last write is

@@ -276,16 +276,18 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
 
     pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
-    previous = body.get("status") or {}
+    previous = {**(body.get("status") or {}), **memory.written}
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
-        await _ensure_service(ctx, parsed, owner)
+        # the NetworkPolicy before any pod (an engine is never reachable unguarded), then the pods, then
+        # the Service and PDB: a new service's pods wait for one API call, not three (issue 14)
         await _ensure_network_policy(ctx, parsed, owner)
-        await _ensure_pdb(ctx, parsed, owner)
         if await _apply(ctx, parsed, owner, pods, key_version, memory):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+        await _ensure_service(ctx, parsed, owner)
+        await _ensure_pdb(ctx, parsed, owner)
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
@@ -317,7 +319,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     now = ctx.mono()
     if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):
         await ctx.kube.patch_status(owner.namespace, owner.name, status)
-        memory.live_written_at = now
+        memory.live_written_at, memory.written = now, status
         for event in condition_events(previous, status):
             ctx.events(*event)
     return status
