@@ -1,4 +1,4 @@
-"""`python -m bench.scale --services 10,50,200 --runs 3 [--load]`: what one operator costs per service.
+"""`python -m bench.scale --services 10,50,200 --runs 3 [--load [--stall]]`: what one operator costs per service.
 
 Why: a platform team runs one operator for its whole fleet, so its CPU, memory, API traffic and status
 writes per service, and how fast a new service gets its pod, decide how far it scales (issue 14). Each run
@@ -13,6 +13,7 @@ controller-manager; KWOK plays N Atlas 800 A2 nodes, each advertising huawei.com
    -> pod bound; then every service Ready;
 3. an idle steady window (operator CPU from /proc/<pid>/stat, RSS, API requests from the API server's own
    apiserver_request_total), and with --load a second window under one request/s per 10 services;
+   and with --stall one engine then hangs under that load: seconds until the operator deletes its pod;
 4. a baseline window with the operator stopped, subtracted from the windows' request rates (that counter
    has no client label; see bench/scale_figures.py).
 
@@ -51,6 +52,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--services", type=_ints, default=[10, 50, 200], help="service counts, comma-separated")
     p.add_argument("--runs", type=int, default=3, help="runs per service count (fresh cluster each)")
     p.add_argument("--load", action="store_true", help="also a window under 1 request/s per 10 services")
+    p.add_argument(
+        "--stall", action="store_true",
+        help="after the load window (needs --load), hang one engine and time its roll (the 45 s target)",
+    )  # fmt: skip
     p.add_argument("--window", type=float, default=60.0, help="seconds of each steady window")
     p.add_argument("--baseline-window", type=float, default=30.0, help="seconds without the operator")
     p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds for every service to be Ready")
@@ -139,11 +144,15 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
         sim_cores = (sim.cpu() - sim_cpu0) / windows["idle"][0]
         sim_rss = sim.rss()
         load_stats: dict[str, int] = {}
+        stall_s: float | None = None
         if args.load:
             rate = n / 10
             with io.Load(io.pod_endpoints(core, NS_SERVICES), rate) as load:
                 log(f"load window: {rate:g} requests/s")
                 windows["load"] = steady_window(operator, cluster.kubectl, args.window)
+                if args.stall:  # reaction time at this scale: one engine hangs with the load's requests on it
+                    stall_s = io.stall_to_roll(core, NS_SERVICES)
+                    log(f"stall -> roll: {stall_s if stall_s is None else round(stall_s, 1)}s")
             load_stats = {"sent": load.sent, "ok": load.ok}
         load_avg["after"] = os.getloadavg()
         operator.stop()
@@ -169,6 +178,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
             "ready": ready,
             "windows": figures, "baseline_rates": {fig.label(k): r for k, r in baseline.items()},
             "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
+            "stall_roll_s": stall_s,
             "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
         }  # fmt: skip
     finally:

@@ -180,6 +180,31 @@ def pod_endpoints(core: client.CoreV1Api, namespace: str) -> list[str]:
     return [f"http://{p.status.pod_ip}:8000" for p in pods if p.status is not None and p.status.pod_ip]
 
 
+def _pods(core: client.CoreV1Api, namespace: str) -> list[dict[str, Any]]:
+    listed = core.api_client.sanitize_for_serialization(core.list_namespaced_pod(namespace))
+    return list(listed.get("items") or [])
+
+
+def stall_to_roll(core: client.CoreV1Api, namespace: str, *, timeout: float = 180.0) -> float | None:
+    """Hang one engine (the simulator's `hang` fault: no step completes, /health still 200) and return the
+    seconds until the operator deletes its pod (the roll); None when it did not within `timeout`."""
+    victim = min((p for p in _pods(core, namespace) if p["status"].get("podIP")), key=lambda p: p["metadata"]["name"])
+    uid = victim["metadata"]["uid"]
+    request = urllib.request.Request(
+        f"http://{victim['status']['podIP']}:8000/sim/faults",
+        json.dumps({"fault": "hang"}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    start = time.monotonic()
+    urllib.request.urlopen(request, timeout=10).close()
+    while time.monotonic() - start < timeout:
+        pod = next((p for p in _pods(core, namespace) if p["metadata"]["uid"] == uid), None)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return time.monotonic() - start
+        time.sleep(0.5)
+    return None
+
+
 @dataclass
 class Load:
     """A light open-loop load: `rate` short completions per second, round-robin over the engines."""

@@ -107,6 +107,28 @@ def test_exported_names_are_the_registered_series() -> None:
     metrics.start_service("ns-d", "svc")
     metrics.publish_conditions("ns-d", "svc", [{"type": "Ready", "status": "True", "reason": "X"}])
     metrics.publish_engines("ns-d", "svc", {"svc-0": (True, "CanaryPassing", False)})
+    every = {"tokensPerSecond": 1.0, "runningRequests": 1, "waitingRequests": 0, "kvCacheUsage": 0.1}
+    metrics.publish_figures("ns-d", "svc", {"svc-0": {**every, "ttftP50Seconds": 0.4, "tpotP50Seconds": 0.05}})
     names = {name for name, _ in _series("ns-d", "svc")}
     assert names == metrics.EXPORTED
     metrics.forget_service("ns-d", "svc")
+
+
+def test_engine_figures_follow_each_scrape_and_leave_with_their_pod_or_their_data() -> None:
+    pod0 = {"tokensPerSecond": 812.4, "runningRequests": 16, "waitingRequests": 2, "kvCacheUsage": 0.31}
+    metrics.publish_figures("ns-f", "svc", {"svc-0": {**pod0, "ttftP50Seconds": 0.42}, "svc-1": {"runningRequests": 0}})
+    series = _series("ns-f", "svc")
+    assert series[("ascend_operator_engine_tokens_per_second", (("pod", "svc-0"),))] == 812.4
+    assert series[("ascend_operator_engine_kv_cache_usage", (("pod", "svc-0"),))] == 0.31
+    assert series[("ascend_operator_engine_ttft_p50_seconds", (("pod", "svc-0"),))] == 0.42
+    assert ("ascend_operator_engine_ttft_p50_seconds", (("pod", "svc-1"),)) not in series  # no request finished
+    # the next scrape: svc-1 is gone, svc-0 finished nothing in the window
+    metrics.publish_figures("ns-f", "svc", {"svc-0": {**pod0, "tokensPerSecond": 0.0}})
+    assert _series("ns-f", "svc") == {
+        ("ascend_operator_engine_tokens_per_second", (("pod", "svc-0"),)): 0.0,
+        ("ascend_operator_engine_running_requests", (("pod", "svc-0"),)): 16.0,
+        ("ascend_operator_engine_waiting_requests", (("pod", "svc-0"),)): 2.0,
+        ("ascend_operator_engine_kv_cache_usage", (("pod", "svc-0"),)): 0.31,
+    }
+    metrics.forget_service("ns-f", "svc")
+    assert _series("ns-f", "svc") == {}

@@ -16,6 +16,10 @@ prometheus-client's default registry (`aisctl operator --metrics-port` serves it
   alert on engines not answering can leave loading ones out;
 - `ascend_operator_canary_failures_total{namespace,service,pod}`: canaries that counted as failures (no
   tokens in time and no forward progress meanwhile: the judgement of health/judge.py fold_canary).
+- `ascend_operator_engine_{tokens_per_second,running_requests,waiting_requests,kv_cache_usage,
+  ttft_p50_seconds,tpot_p50_seconds}{namespace,service,pod}`: each engine pod's figures over the last
+  30 s, refreshed every scrape (the status carries the service's sums at most every 30 s; these are
+  the full-rate copy). A figure without data (no request finished in the window) has no series.
 Series of a pod or service that is gone are removed, so a deleted service leaves no alert behind.
 """
 
@@ -49,6 +53,20 @@ CANARY_FAILURES = Counter(
     ["namespace", "service", "pod"],
 )
 
+#: Per-pod engine figures: status.metrics key -> gauge (health/aggregate.py service_metrics, per pod).
+FIGURE_SERIES = {
+    key: (f"ascend_operator_engine_{name}", help_text)
+    for key, name, help_text in (
+        ("tokensPerSecond", "tokens_per_second", "Generated tokens per second over the last 30 s"),
+        ("runningRequests", "running_requests", "Requests in the engine's running batch at the last scrape"),
+        ("waitingRequests", "waiting_requests", "Requests waiting for the engine at the last scrape"),
+        ("kvCacheUsage", "kv_cache_usage", "KV-cache usage at the last scrape, 0-1 (highest DP rank)"),
+        ("ttftP50Seconds", "ttft_p50_seconds", "Median time to first token over the last 30 s"),
+        ("tpotP50Seconds", "tpot_p50_seconds", "Median time per output token over the last 30 s"),
+    )
+}
+FIGURES = {key: Gauge(name, text, ["namespace", "service", "pod"]) for key, (name, text) in FIGURE_SERIES.items()}
+
 #: Every series name the operator exports (counters with their `_total` suffix as scraped).
 EXPORTED = frozenset(
     {
@@ -58,6 +76,7 @@ EXPORTED = frozenset(
         "ascend_operator_engine_ready",
         "ascend_operator_engine_loading",
         "ascend_operator_canary_failures_total",
+        *(name for name, _ in FIGURE_SERIES.values()),
     }
 )
 
@@ -72,6 +91,7 @@ _METRICS: dict[str, Any] = {
     "engine": ENGINE_READY,
     "loading": ENGINE_LOADING,
     "canary": CANARY_FAILURES,
+    **{f"figure:{key}": gauge for key, gauge in FIGURES.items()},
 }
 
 
@@ -139,6 +159,23 @@ def publish_engines(namespace: str, service: str, engines: Mapping[str, tuple[bo
     _drop(key, "engine", current)
     _drop(key, "loading", pods)
     _drop(key, "canary", pods)
+
+
+def publish_figures(namespace: str, service: str, figures: Mapping[str, Mapping[str, Any]]) -> None:
+    """Set each live pod's engine figures (pod name -> status.metrics-style dict); a figure that is absent
+    or None, and every pod not given, loses its series."""
+    key = (namespace, service)
+    for figure, gauge in FIGURES.items():
+        current = []
+        for pod, values in figures.items():
+            value = values.get(figure)
+            if value is None:
+                continue
+            labels = (namespace, service, pod)
+            gauge.labels(*labels).set(float(value))
+            _track(key, f"figure:{figure}", labels)
+            current.append(labels)
+        _drop(key, f"figure:{figure}", current)
 
 
 def record_canary_failure(namespace: str, service: str, pod: str) -> None:

@@ -31,7 +31,7 @@ from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.disrupt import Site, disrupt
 from ascend_operator.controller.memory import EventSink, ServiceMemory
-from ascend_operator.controller.metrics import publish_engines, record_canary_failure
+from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
@@ -362,3 +362,5 @@ async def health_pass(
     memory.pod_faults = _faults(live, verdicts)
     now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))
+    per_pod = {p.name: service_metrics([state.pods[p.uid].samples], now=now)["metrics"] or {} for p in live}
+    publish_figures(namespace, service, per_pod)  # full rate, beside the status' every-30-s sums
