@@ -47,8 +47,10 @@ Obj = Mapping[str, Any]
 WATCH_SECONDS = 60
 #: The client gives up reading a watch this long after the server should have ended it.
 READ_SLACK_SECONDS = 15
-#: Seconds between attempts while the API server does not answer.
+#: Seconds between retries while the API server does not answer; a refusal (403: RBAC) doubles its delay
+#: per failure up to MAX_RETRY_SECONDS, so it is retried, and logged, once a minute, not every 2 s.
 RETRY_SECONDS = 2.0
+MAX_RETRY_SECONDS = 60.0
 #: Tombstones kept (oldest dropped first): enough for every deletion between two watch events.
 MAX_TOMBSTONES = 4096
 
@@ -231,20 +233,24 @@ class Informer:
 
     def _run(self) -> None:
         version: str | None = None
+        delay = RETRY_SECONDS
         while not self._stop.is_set():
             try:
                 if version is None:
                     version = self._list()
                 version = self._watch(version)
+                delay = RETRY_SECONDS
+                continue
             except ApiException as exc:
                 if exc.status == 410:  # expired: relist
                     version = None
                     continue
-                log.warning("watch of %s failed (%s %s); retrying", self.kind, exc.status, exc.reason)
-                self._stop.wait(RETRY_SECONDS)
+                log.warning("watch of %s failed (%s %s); retrying in %.0fs", self.kind, exc.status, exc.reason, delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, MAX_RETRY_SECONDS)
             except Exception as exc:  # the API server is down or the connection broke: keep the store, retry
                 log.info("watch of %s interrupted (%s); retrying", self.kind, type(exc).__name__)
-                self._stop.wait(RETRY_SECONDS)
+                self._stop.wait(RETRY_SECONDS)  # soon: a restarted API server is read again within seconds
 
     def _list(self) -> str:
         resp = self._lister(label_selector=self._selector, _preload_content=False, _request_timeout=(5.0, 60.0))
