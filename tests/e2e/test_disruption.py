@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.cluster import Cluster, WaitTimeout, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     Proc,
@@ -87,6 +87,18 @@ def by_name(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return next(p for p in live(cluster, namespace) if p["metadata"]["name"] == name)
 
 
+def what_was_seen(cluster: Cluster, namespace: str, log: Path) -> str:
+    """The service's conditions, its pods' conditions and the operator log's last lines (not its DEBUG)."""
+    status = ais(cluster, namespace, "svc").get("status") or {}
+    conditions = [(c["type"], c["status"], c["reason"], c["message"][:200]) for c in status.get("conditions") or []]
+    pod_conditions = {
+        p["metadata"]["name"]: [(c["type"], c["status"], c.get("reason")) for c in p["status"].get("conditions") or []]
+        for p in pods(cluster, namespace, "svc")
+    }
+    lines = [line for line in log.read_text(errors="replace").splitlines() if " DEBUG " not in line][-40:]
+    return f"service conditions: {conditions}\npods: {pod_conditions}\noperator log:\n" + "\n".join(lines)
+
+
 def test_a_crash_between_the_roll_record_and_the_delete_loses_nothing_and_deletes_no_successor(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, crd: None, attach: Callable[..., Proc], tmp_path: Path
 ) -> None:
@@ -100,7 +112,10 @@ def test_a_crash_between_the_roll_record_and_the_delete_loses_nothing_and_delete
     )
     try:
         cluster.apply(example("svc", node_label=namespace, health=health), namespace=namespace)
-        wait_for(lambda: all_ready(cluster, namespace), timeout=150, message="Ready")
+        try:
+            wait_for(lambda: all_ready(cluster, namespace), timeout=150, message="Ready")
+        except WaitTimeout as exc:  # once in ~6 runs (2026-12-01), not reproduced alone: say what was seen
+            raise AssertionError(f"{exc}\n{what_was_seen(cluster, namespace, tmp_path / 'doomed.log')}") from exc
         first = live(cluster, namespace)[0]
         post(base(first), "/sim/faults", {"fault": "hang"})
         wait_for(lambda: doomed.popen.poll() is not None, timeout=90, message="the operator killed at the fault point")
