@@ -14,6 +14,8 @@ controller-manager; KWOK plays N Atlas 800 A2 nodes, each advertising huawei.com
 3. an idle steady window (operator CPU from /proc/<pid>/stat, RSS, API requests from the API server's own
    apiserver_request_total), and with --load a second window under one request/s per 10 services;
    and with --stall one engine then hangs under that load: seconds until the operator deletes its pod;
+   then, on the running fleet, 3 new services one at a time, each right after a direct pod: create call ->
+   pod bound (polled every 20 ms), the reaction time a team sees, where step 2's burst measures throughput;
 4. a baseline window with the operator stopped, subtracted from the windows' request rates (that counter
    has no client label; see bench/scale_figures.py).
 
@@ -41,6 +43,8 @@ from bench import scale_io as io
 from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
 
 NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
+#: New services created one at a time on the running fleet (each beside a direct pod), for reaction time.
+PROBES = 3
 
 
 def _ints(value: str) -> list[int]:
@@ -83,6 +87,37 @@ def steady_window(
     return t1 - t0, cpu1 - cpu0, operator.rss(), before, after
 
 
+def probe(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> dict[str, list[float]]:
+    """PROBES new services on the running fleet, one at a time, each right after a direct pod (side by side):
+    seconds from the create call to the pod bound."""
+    out: dict[str, list[float]] = {"cr": [], "direct": []}
+    for i in range(PROBES):
+        out["direct"].append(io.probe_bound(core, NS_DIRECT, io.create_pod(core, NS_DIRECT), f"probe-{i}"))
+        out["cr"].append(io.probe_bound(core, NS_SERVICES, io.create_service(custom, NS_SERVICES), f"probe-{i}"))
+        time.sleep(1.0)
+    io.delete_pods(core, NS_DIRECT, timeout=120)
+    return out
+
+
+def reaction(results: list[dict[str, Any]]) -> str:
+    """The reaction table: a new service on a running fleet of N, and a stall under load, medians over runs."""
+    lines = [
+        "| services | runs | new CR on the running fleet -> pod bound p50 (s) | direct create p50 (s) | ratio "
+        "| stall -> roll under load (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in sorted({r["services"] for r in results}):
+        runs = [r for r in results if r["services"] == n and r.get("probe_cr_s")]
+        if not runs:
+            continue
+        cr = fig.median(fig.percentile(r["probe_cr_s"], 50) for r in runs)
+        direct = fig.median(fig.percentile(r["probe_direct_s"], 50) for r in runs)
+        stalls = [r["stall_roll_s"] for r in runs if r.get("stall_roll_s") is not None]
+        stall = f"{fig.median(stalls):.1f}" if stalls else "-"
+        lines.append(f"| {n} | {len(runs)} | {cr:.2f} | {direct:.2f} | {cr / direct:.1f}x | {stall} |")
+    return "\n".join(lines)
+
+
 def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """One fresh cluster, one limit, one operator measurement; the raw figures."""
     state = args.state / f"n{n}-r{index}"
@@ -91,7 +126,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
     logs = out / f"n{n}-r{index}"
     logs.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
-    cluster: Cluster = start_local(state, nodes=n)
+    cluster: Cluster = start_local(state, nodes=n + 2 * PROBES)  # room for the probes
     log(f"N={n} run {index}: cluster up with {n} nodes in {time.monotonic() - t_start:.0f}s")
     procs: list[io.Proc] = []
     try:
@@ -155,6 +190,8 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
                     log(f"stall -> roll: {stall_s if stall_s is None else round(stall_s, 1)}s")
             load_stats = {"sent": load.sent, "ok": load.ok}
         load_avg["after"] = os.getloadavg()
+        probes = probe(core, custom)
+        log(f"a new service on the running fleet: CR -> bound {probes['cr']}, direct {probes['direct']}")
         operator.stop()
         time.sleep(2)
         log(f"baseline window without the operator: {args.baseline_window:.0f}s")
@@ -178,7 +215,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
             "ready": ready,
             "windows": figures, "baseline_rates": {fig.label(k): r for k, r in baseline.items()},
             "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
-            "stall_roll_s": stall_s,
+            "stall_roll_s": stall_s, "probe_cr_s": probes["cr"], "probe_direct_s": probes["direct"],
             "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
         }  # fmt: skip
     finally:
@@ -219,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.from_json:
         saved = [r for path in args.from_json for r in json.loads(path.read_text())["results"]]
-        print(fig.markdown(rows(saved)))
+        print(fig.markdown(rows(saved)) + "\n\n" + reaction(saved))
         return 0
     out = args.out or io.ROOT / "bench-results" / time.strftime("scale-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.runs):
             results.append(run_once(n, index, args, out))
             io.dump(out / "scale.json", {"args": recorded_args(args), "results": results})
-    table = fig.markdown(rows(results))
+    table = fig.markdown(rows(results)) + "\n\n" + reaction(results)
     (out / "scale.md").write_text(table + "\n")
     print(table)
     log(f"wall time {time.monotonic() - started:.0f}s; raw figures in {out / 'scale.json'}")

@@ -22,11 +22,15 @@ def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
 ) -> None:
     argv = ["--services", "2", "--runs", "1", "--load", "--window", "8", "--baseline-window", "5"]
     assert scale.main([*argv, "--out", str(tmp_path), "--state", str(tmp_path / "state")]) == 0
-    table = capsys.readouterr().out.splitlines()
-    assert [line.split("|")[1:3] for line in table[2:]] == [[" 2 ", " idle "], [" 2 ", " load "]]
+    table, _, reactions = capsys.readouterr().out.partition("\n\n")
+    assert [line.split("|")[1:3] for line in table.splitlines()[2:]] == [[" 2 ", " idle "], [" 2 ", " load "]]
+    assert [line.split("|")[1:3] for line in reactions.splitlines()[2:]] == [[" 2 ", " 1 "]]
     (run,) = json.loads((tmp_path / "scale.json").read_text())["results"]
     assert len(run["direct_bound_s"]) == len(run["cr_bound_s"]) == 2
     assert all(0 < s < 60 for s in run["direct_bound_s"] + run["cr_bound_s"])
+    # three new services on the running fleet, each beside a direct pod
+    assert len(run["probe_cr_s"]) == len(run["probe_direct_s"]) == 3
+    assert all(0 < s < 60 for s in run["probe_cr_s"] + run["probe_direct_s"])
     idle = run["windows"]["idle"]
     assert idle["figures"]["operator_cores"] > 0
     assert 50 < idle["figures"]["operator_rss_mb"] < 1000
