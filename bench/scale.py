@@ -127,7 +127,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
     logs.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
     cluster: Cluster = start_local(state, nodes=n + 2 * PROBES)  # room for the probes
-    log(f"N={n} run {index}: cluster up with {n} nodes in {time.monotonic() - t_start:.0f}s")
+    log(f"N={n} run {index}: cluster up with {n + 2 * PROBES} nodes in {time.monotonic() - t_start:.0f}s")
     procs: list[io.Proc] = []
     try:
         cluster.kubectl("apply", "--server-side", "-f", str(io.CRD))
@@ -233,8 +233,9 @@ def rows(results: list[dict[str, Any]]) -> list[fig.Row]:
             with_mode = [r for r in runs if mode in r["windows"]]
             if not with_mode:
                 continue
-            windows = [fig.Window(**{**r["windows"][mode]["figures"], "callers": tuple(
-                tuple(c) for c in r["windows"][mode]["figures"]["callers"])}) for r in with_mode]  # fmt: skip
+            windows = [
+                fig.rewindow(r["windows"][mode]["figures"], r["windows"][mode]["operator_rates"]) for r in with_mode
+            ]
             cr = [r["cr_bound_s"] for r in with_mode]
             direct = [r["direct_bound_s"] for r in with_mode]
             ready = min(r.get("ready", n) for r in with_mode)

@@ -101,3 +101,24 @@ def test_a_row_takes_medians_over_the_runs_and_prints_per_service_figures() -> N
     # a run whose services were not all Ready when the windows began says so
     partial = fig.markdown([fig.Row(**{**r.__dict__, "ready": 17})]).splitlines()[2]
     assert partial.startswith("| 30 (17 Ready) | idle | 3 |")
+
+
+def test_patched_events_are_never_the_operators_and_saved_runs_are_read_the_same_way() -> None:
+    """kube-controller-manager patches its repeated warnings (the local 127.x pod IPs); kopf only posts."""
+    rates = {
+        ("PATCH", "events", ""): 7.8,
+        ("POST", "events", ""): 0.4,
+        ("PATCH", "ascendinferenceservices", "status"): 1.1,
+    }
+    own = fig.minus(rates, {})
+    assert own == {("POST", "events", ""): 0.4, ("PATCH", "ascendinferenceservices", "status"): 1.1}
+    saved = {
+        "seconds": 60.0,
+        "operator_cores": 0.2,
+        "operator_rss_mb": 130.0,
+        "requests_per_s": 9.3,
+        "status_writes": 1.3,
+    }
+    window = fig.rewindow(saved, {fig.label(k): r for k, r in rates.items()})
+    assert window.requests_per_s == pytest.approx(1.5)
+    assert window.callers == (("PATCH ascendinferenceservices/status", 1.1), ("POST events", 0.4))
