@@ -248,8 +248,9 @@ def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
     results file committed to bench/results/ names no directory of the machine it ran on)."""
     recorded = dict(vars(args))
     for key, value in recorded.items():
-        if isinstance(value, Path) and value.is_relative_to(io.ROOT):
-            recorded[key] = str(value.relative_to(io.ROOT))
+        if isinstance(value, Path):
+            inside = value.is_relative_to(io.ROOT)
+            recorded[key] = str(value.relative_to(io.ROOT)) if inside else "(outside the repository)"
     return recorded
 
 
