@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.controller.status import LIVE_KEYS
+from ascend_operator.controller.status import LIVE_KEYS, changed_keys
 from ascend_operator.disruption import Candidate
 
 
@@ -52,8 +52,13 @@ class ServiceMemory:
         """What the health loop found that the status shows at once (a change wakes the reconcile loop)."""
         return (dict(self.pod_faults), list(self.overrides))
 
-    def live_due(self, written: Mapping[str, Any] | None, *, now: float, interval: float) -> bool:
-        """Whether the live figures differ from `written` (the stored status) and their last write is
-        `interval` seconds old."""
-        stale = any((written or {}).get(k) != v for k, v in self.extra_status.items() if k in LIVE_KEYS)
+    def previous(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The status as it stands: kopf's copy of the stored one, overlaid with this process's last write."""
+        return {**(stored or {}), **self.written}
+
+    def live_due(self, stored: Mapping[str, Any] | None, *, now: float, interval: float) -> bool:
+        """Whether the live figures differ from the status as it stands and their last write is `interval`
+        seconds old."""
+        live = {k: v for k, v in self.extra_status.items() if k in LIVE_KEYS}
+        stale = bool(changed_keys(self.previous(stored), live))
         return stale and (self.live_written_at is None or now - self.live_written_at >= interval)

@@ -276,7 +276,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
 
     pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
-    previous = {**(body.get("status") or {}), **memory.written}
+    previous = memory.previous(body.get("status"))
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None

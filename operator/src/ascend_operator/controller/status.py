@@ -163,10 +163,15 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
     return status
 
 
+def changed_keys(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> set[str]:
+    """The keys of `new` whose patch would change what is stored."""
+    current = current or {}
+    return {key for key, value in new.items() if current.get(key) != value}
+
+
 def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     """Whether patching `new` would change anything the operator owns."""
-    current = current or {}
-    return any(current.get(key) != value for key, value in new.items())
+    return bool(changed_keys(current, new))
 
 
 #: Status keys the health loop refreshes at scrape rate (health/aggregate.py service_metrics): written at
@@ -187,8 +192,7 @@ def status_due(
     """Whether to patch `new`: something other than the live engine figures changed, or only those did and
     their last write is `live_interval` seconds old (an etcd write and a watch event to every watcher of the
     service each time: at scrape rate that is most of an idle fleet's API traffic)."""
-    current = current or {}
-    changed = {key for key, value in new.items() if current.get(key) != value}
+    changed = changed_keys(current, new)
     if not changed:
         return False
     if changed <= LIVE_KEYS and live_written_at is not None:
