@@ -251,7 +251,7 @@ def test_every_watch_cache_is_granted_list_and_watch_by_the_chart(helm: Helm) ->
     from ascend_operator.clients.caches import Caches
 
     for namespaces in ((), ("team-a",)):
-        kinds = {kind for kind, *_ in Caches(client.ApiClient(), namespaces=namespaces).specs}
+        kinds = {resource for _, resource, *_ in Caches(client.ApiClient(), namespaces=namespaces).specs}
         assert kinds == set(CACHE_NEEDS), "a watch cache without its RBAC row (or a row for a cache that is gone)"
     sets = [[], ["operator.watchNamespaces={team-a}"]]
     for extra in sets:

@@ -28,50 +28,47 @@ class Caches:
 
     def __init__(self, api: client.ApiClient, *, namespaces: Sequence[str] = ()) -> None:
         core, policy, net = client.CoreV1Api(api), client.PolicyV1Api(api), client.NetworkingV1Api(api)
-        self.pods = Store(index_label=LABEL_SERVICE)
-        self.services = Store(index_label=LABEL_SERVICE)
-        self.pdbs = Store(index_label=LABEL_SERVICE)
-        self.policies = Store(index_label=LABEL_SERVICE)
-        kinds: list[tuple[str, Store, Lister, Lister]] = [
-            ("pods", self.pods, core.list_pod_for_all_namespaces, core.list_namespaced_pod),
-            ("services", self.services, core.list_service_for_all_namespaces, core.list_namespaced_service),
+        kinds: list[tuple[str, str, Lister, Lister]] = [  # (kind, resource, list everywhere, list in one)
+            ("Pod", "pods", core.list_pod_for_all_namespaces, core.list_namespaced_pod),
+            ("Service", "services", core.list_service_for_all_namespaces, core.list_namespaced_service),
             (
+                "PodDisruptionBudget",
                 "poddisruptionbudgets",
-                self.pdbs,
                 policy.list_pod_disruption_budget_for_all_namespaces,
                 policy.list_namespaced_pod_disruption_budget,
             ),
             (
+                "NetworkPolicy",
                 "networkpolicies",
-                self.policies,
                 net.list_network_policy_for_all_namespaces,
                 net.list_namespaced_network_policy,
             ),
         ]
-        self.specs = [  # (kind, store, namespace or None for all, list call)
-            (kind, store, namespace, lister)
-            for kind, store, every, one in kinds
+        self._stores = {kind: Store(index_label=LABEL_SERVICE) for kind, *_ in kinds}
+        self.specs = [  # (kind, resource, namespace or None for all, list call)
+            (kind, resource, namespace, lister)
+            for kind, resource, every, one in kinds
             for namespace, lister in _scoped(every, one, namespaces)
         ]
-        self._informers: dict[int, list[Informer]] = {}
+        self._informers: dict[str, list[Informer]] = {}
 
     def start(self, on_change: Callable[[Obj], None]) -> None:
         """Start every informer; `on_change(obj)` runs on the event loop after a store took a change."""
-        for kind, store, namespace, lister in self.specs:
+        for kind, resource, namespace, lister in self.specs:
             informer = Informer(
-                kind=kind, lister=lister, namespace=namespace, selector=LABEL_SERVICE, store=store, on_change=on_change
+                kind=resource,
+                lister=lister,
+                namespace=namespace,
+                selector=LABEL_SERVICE,
+                store=self._stores[kind],
+                on_change=on_change,
             )
             informer.start()
-            self._informers.setdefault(id(store), []).append(informer)
+            self._informers.setdefault(kind, []).append(informer)
 
     def store(self, kind: str) -> Store | None:
         """The store of a kind by its `kind` name (Pod, Service, PodDisruptionBudget, NetworkPolicy)."""
-        return {
-            "Pod": self.pods,
-            "Service": self.services,
-            "PodDisruptionBudget": self.pdbs,
-            "NetworkPolicy": self.policies,
-        }.get(kind)
+        return self._stores.get(kind)
 
     def stop(self) -> None:
         """Ask every informer to end."""
@@ -79,7 +76,7 @@ class Caches:
             for informer in informers:
                 informer.stop()
 
-    def synced(self, store: Store) -> bool:
-        """Whether every informer filling `store` has listed once (then its absences are true too)."""
-        informers = self._informers.get(id(store), [])
+    def synced(self, kind: str) -> bool:
+        """Whether every informer filling the store of `kind` has listed once (then its absences are true too)."""
+        informers = self._informers.get(kind, [])
         return bool(informers) and all(i.synced for i in informers)

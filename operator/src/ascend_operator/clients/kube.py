@@ -94,27 +94,22 @@ class KubeApi:
 
     def _cache(self, kind: str) -> Store | None:
         """The synced store of `kind` (Pod, Service, PodDisruptionBudget, NetworkPolicy), else None."""
-        if self._caches is None:
+        if self._caches is None or not self._caches.synced(kind):
             return None
-        store = self._caches.store(kind)
-        return store if store is not None and self._caches.synced(store) else None
+        return self._caches.store(kind)
 
-    def _remember(self, kind: str, obj: object, *, gone: bool = False) -> dict[str, Any] | None:
-        """Put what a write returned into the cache of `kind` (a deletion without a grace period: forget
-        it); the object as a plain dict."""
-        plain = self._api.sanitize_for_serialization(obj) if obj is not None else None
-        store = self._caches.store(kind) if self._caches is not None else None
-        if store is not None and isinstance(plain, dict) and isinstance(plain.get("metadata"), dict):
-            if gone:
-                store.remove(plain)
-            else:
-                store.put(plain)
-        return plain if isinstance(plain, dict) else None
+    def _remember(self, kind: str, obj: object, *, gone: bool = False) -> None:
+        """Put what a write returned into the cache of `kind`; `gone`: forget it (a deletion without a
+        grace period, or a delete that returns no object)."""
+        store = self._caches.store(kind) if self._caches is not None and obj is not None else None
+        if store is None:
+            return
+        plain = self._api.sanitize_for_serialization(obj)
+        if isinstance(plain, dict) and isinstance(plain.get("metadata"), dict):
+            (store.remove if gone else store.put)(plain)
 
     def _forget(self, kind: str, namespace: str, name: str) -> None:
-        store = self._caches.store(kind) if self._caches is not None else None
-        if store is not None:
-            store.remove({"metadata": {"namespace": namespace, "name": name}})
+        self._remember(kind, {"metadata": {"namespace": namespace, "name": name}}, gone=True)
 
     async def _call(
         self, fn: Callable[..., T], *args: Any, tolerate: frozenset[int] = frozenset(), **kwargs: Any
