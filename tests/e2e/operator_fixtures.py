@@ -11,7 +11,7 @@ Fixtures: `crd`, `operator` (module), `simulators` (module, every namespace), `a
 namespace: `attach(**AIS_SIM_env)`), `delete_services_first`, `gie_crd`, `lws` (session: LeaderWorkerSet).
 Helpers: `example`, `routed`, `label_nodes`, `ais`, `condition`, `wait_condition`, `ready`, `ready_service`,
 `pods`, `live_pods`, `live_pod`, `bound_pods`, `gate`, `events`, `start_operator`, `start_attach`,
-`http_status`, `post`, `background_requests`, `completion`; constants `FAST`, `SIM_TIME_SCALE`, `AddNodes`.
+`http_status`, `post`, `background_requests`, `completion`; constants `FAST`, `SIM_TIME_SCALE`, `MODEL`, `AddNodes`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 SIM_TIME_SCALE = "30"
 #: The `add_nodes` fixture (tests/e2e/fixtures.py): `add_nodes(n)` -> the new fake Atlas nodes' names.
 AddNodes = Callable[[int], list[str]]
+#: The example's served model name (examples/dsv4-flash.yaml), what requests to its engines name.
+MODEL = "deepseek-v4-flash"
 #: spec.health that judges in seconds (canary every 2 s, stall after 6 s, no cooldown between rolls).
 FAST = {
     "startupGraceSeconds": 600,

@@ -21,6 +21,8 @@ import pytest
 from tests.e2e.cluster import Cluster, WaitTimeout, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
+    MODEL,
+    AddNodes,
     Proc,
     ais,
     attach,  # noqa: F401 (a fixture)
@@ -36,9 +38,6 @@ from tests.e2e.operator_fixtures import (
     start,
     start_operator,
 )
-
-AddNodes = Callable[[int], list[str]]
-MODEL = "deepseek-v4-flash"
 
 
 def delete_services(cluster: Cluster, namespace: str) -> None:

@@ -35,6 +35,8 @@ from tests.e2e.cluster import (
 from tests.e2e.operator_fixtures import (
     CRD,
     FAST,
+    MODEL,
+    AddNodes,
     Proc,
     ais,
     attach,  # noqa: F401 (a fixture)
@@ -49,8 +51,6 @@ from tests.e2e.operator_fixtures import (
     start_operator,
 )
 
-AddNodes = Callable[[int], list[str]]
-MODEL = "deepseek-v4-flash"
 CRD_NAME = "ascendinferenceservices.inference.ascend.dev"
 #: kopf's peering CRDs as the chart ships them.
 PEERING_CRD = ROOT / "charts" / "ascend-inference-operator" / "crds" / "kopf.dev_peerings.yaml"
