@@ -40,6 +40,8 @@ class ServiceMemory:
     """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
     announced_failures: set[str] = field(default_factory=set)
     """Refusal messages already posted as an event: one event per distinct message, not per retry."""
+    policy_failed: bool = False
+    """The NetworkPolicy could not be made: passes make it before any pod until it exists."""
     live_written_at: float | None = None
     """Monotonic seconds of the last status write (each carries the live engine figures)."""
     written: dict[str, Any] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the Service, the NetworkPolicy (or its absence when turned off) and the PodDisruptionBudget;
+2. ensure the NetworkPolicy (or its absence when turned off) and, beside it, the pods (step 3; a refused
+   policy takes the new pods with it), then the Service and the PodDisruptionBudget;
 3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
    disruption step (controller/disrupt.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
@@ -12,6 +13,7 @@ Running a pass twice, or after a crash half-way, converges to the same state: po
 every create or delete tolerates "already done".
 """
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -242,6 +244,49 @@ async def _apply(
     return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory)
 
 
+async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseException) -> None:
+    """Delete the pods this pass created (those not in `known`): their NetworkPolicy could not be made."""
+    said = cause.message if isinstance(cause, ApiRefused) else str(cause)
+    for pod in await ctx.kube.list_pods(owner.namespace, owner.name):
+        meta = pod["metadata"]
+        if meta["uid"] not in known and meta.get("deletionTimestamp") is None:
+            await ctx.kube.delete_pod(owner.namespace, meta["name"], meta["uid"])
+            why = f"deleted pod {meta['name']}: its NetworkPolicy {policy_name(owner)} could not be made: {said}"
+            ctx.events("Warning", "NetworkPolicyFailed", why)
+
+
+async def _guarded_apply(
+    ctx: Context,
+    parsed: ParsedService,
+    owner: Owner,
+    pods: list[PodView],
+    key_version: str | None,
+    memory: ServiceMemory,
+) -> bool:
+    """The NetworkPolicy and the pod actions, concurrently: a new service's pod waits for one API write,
+    not two. Fail closed all the same: when the policy cannot be made, the pods this pass created are
+    deleted (an engine listens only after its weights load, minutes after the create, so none served
+    unguarded), and later passes make the policy first until it exists, so a refused policy costs one
+    pod, not one per retry. A multi-node spec's groups come from a LeaderWorkerSet, not from pods this
+    pass can name: the policy goes first there. True when anything was done."""
+    if memory.policy_failed or is_multi_node(parsed.spec):
+        await _ensure_network_policy(ctx, parsed, owner)
+        memory.policy_failed = False
+        return await _apply(ctx, parsed, owner, pods, key_version, memory)
+    policy, applied = await asyncio.gather(
+        _ensure_network_policy(ctx, parsed, owner),
+        _apply(ctx, parsed, owner, pods, key_version, memory),
+        return_exceptions=True,
+    )
+    if isinstance(policy, BaseException):
+        memory.policy_failed = True
+        await _withdraw(ctx, owner, known={p.uid for p in pods}, cause=policy)
+        raise policy
+    if isinstance(applied, BaseException):
+        raise applied
+    return applied
+
+
 def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodView]:
     """The pods that stand for replicas in the status: every single-node pod, or each group's leader."""
     if parsed is not None and is_multi_node(parsed.spec):
@@ -281,10 +326,9 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     routing = [c for c in (previous_condition(previous),) if c is not None]
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
-        # the NetworkPolicy before any pod (an engine is never reachable unguarded), then the pods, then
-        # the Service and PDB: a new service's pods wait for one API call, not three (issue 14)
-        await _ensure_network_policy(ctx, parsed, owner)
-        if await _apply(ctx, parsed, owner, pods, key_version, memory):
+        # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
+        # API call (issue 14)
+        if await _guarded_apply(ctx, parsed, owner, pods, key_version, memory):
             pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
         await _ensure_service(ctx, parsed, owner)
         await _ensure_pdb(ctx, parsed, owner)
