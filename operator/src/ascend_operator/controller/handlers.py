@@ -115,8 +115,9 @@ def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def service_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **_: Any) -> None:
-    """A spec or status change of a service: wake its loop."""
+async def service_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **_: Any) -> None:
+    """A spec or status change of a service: wake its loop. Async: kopf runs a sync handler in a worker
+    thread, a hop of milliseconds on every event of the fleet and on a new service's path to its pod."""
     _wake(memo, namespace, name)
 
 
