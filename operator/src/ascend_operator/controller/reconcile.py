@@ -14,8 +14,9 @@ every create or delete tolerates "already done".
 """
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,56 +92,57 @@ def _raw_replicas(body: Mapping[str, Any]) -> int:
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
 
 
+#: A cached read of one object; `fresh=True` asks the API server.
+Read = Callable[..., Awaitable[dict[str, Any] | None]]
+
+
+async def _current_or_create(
+    ctx: Context, desired: Mapping[str, Any], current: dict[str, Any] | None, read: Read, *, announce: str = ""
+) -> dict[str, Any] | None:
+    """What `desired` is to be compared with: `current`; None once it was created (posting an `announce`
+    event); else it exists although the cache lacks it (its labels were edited away), and a fresh read
+    gives it, so the caller's patch puts them back."""
+    if current is not None:
+        return current
+    if await ctx.kube.create(desired):
+        if announce:
+            ctx.events("Normal", announce, f"created {desired['kind']} {desired['metadata']['name']}")
+        return None
+    return await read(fresh=True)
+
+
 async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
     desired = build_service(parsed.spec, owner=owner)
-    current = await ctx.kube.read_service(owner.namespace, owner.name)
-    if current is None:
-        if await ctx.kube.create(desired):
-            return
-        # it exists, yet the cache lacks it (its labels were edited away): read it, and patch them back
-        current = await ctx.kube.read_service(owner.namespace, owner.name, fresh=True)
-        if current is None:
-            return
-    patch = service_patch(current, desired)
-    if patch:
+    read = functools.partial(ctx.kube.read_service, owner.namespace, owner.name)
+    current = await _current_or_create(ctx, desired, await read(), read)
+    if current is not None and (patch := service_patch(current, desired)):
         await ctx.kube.patch_service(owner.namespace, owner.name, patch)
 
 
 async def _ensure_pdb(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
     desired = build_pdb(parsed.spec, owner=owner)
-    current = await ctx.kube.read_pdb(owner.namespace, owner.name)
+    read = functools.partial(ctx.kube.read_pdb, owner.namespace, owner.name)
+    current = await read()
     if desired is None:
         if current is not None and owned_by(current, owner):
             await ctx.kube.delete_pdb(owner.namespace, owner.name)
             ctx.events("Normal", "DisruptionBudgetRemoved", f"deleted PodDisruptionBudget {owner.name}")
         return
-    if current is None:
-        if await ctx.kube.create(desired):
-            ctx.events("Normal", "DisruptionBudgetCreated", f"created PodDisruptionBudget {owner.name}")
-            return
-        current = await ctx.kube.read_pdb(owner.namespace, owner.name, fresh=True)  # there, not in the cache
-        if current is None:
-            return
-    if current.get("spec", {}).get("minAvailable") != desired["spec"]["minAvailable"]:
-        await ctx.kube.patch_pdb(
-            owner.namespace, owner.name, {"spec": {"minAvailable": desired["spec"]["minAvailable"]}}
-        )
+    current = await _current_or_create(ctx, desired, current, read, announce="DisruptionBudgetCreated")
+    want = desired["spec"]["minAvailable"]
+    if current is not None and current.get("spec", {}).get("minAvailable") != want:
+        await ctx.kube.patch_pdb(owner.namespace, owner.name, {"spec": {"minAvailable": want}})
 
 
 async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
     desired = build_network_policy(parsed.spec, owner=owner, operator=ctx.operator)
-    current = await ctx.kube.read_network_policy(owner.namespace, policy_name(owner))
+    read = functools.partial(ctx.kube.read_network_policy, owner.namespace, policy_name(owner))
+    current = await read()
     if desired is None:
-        owned = current is not None and any(
-            ref.get("uid") == owner.uid for ref in current["metadata"].get("ownerReferences") or []
-        )
-        if owned:  # turned off: remove ours, never a policy someone else made under that name
+        if current is not None and owned_by(current, owner):  # turned off: ours only, never a user's
             await ctx.kube.delete_network_policy(owner.namespace, policy_name(owner))
         return
-    if current is None:
-        if await ctx.kube.create(desired):
-            return
-        current = await ctx.kube.read_network_policy(owner.namespace, policy_name(owner), fresh=True)
+    current = await _current_or_create(ctx, desired, current, read)
     if current is not None and current.get("spec") != desired["spec"]:
         await ctx.kube.patch_network_policy(owner.namespace, policy_name(owner), {"spec": desired["spec"]})
 
