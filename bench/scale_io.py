@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import urllib3
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
@@ -102,13 +103,20 @@ class BindWatch:
         while not self._stop.is_set():
             stream = w.stream(self.core.list_namespaced_pod, self.namespace, timeout_seconds=5)  # type: ignore[no-untyped-call]
             self._started.set()
-            for event in stream:
-                pod = event["object"]
-                service = (pod.metadata.labels or {}).get(LABEL_SERVICE)
-                if service and pod.spec.node_name and service not in self.bound:
-                    self.bound[service] = time.monotonic()
-                if self._stop.is_set():
-                    w.stop()  # type: ignore[no-untyped-call]
+            try:
+                for event in stream:
+                    pod = event["object"]
+                    service = (pod.metadata.labels or {}).get(LABEL_SERVICE)
+                    if service and pod.spec.node_name and service not in self.bound:
+                        self.bound[service] = time.monotonic()
+                    if self._stop.is_set():
+                        w.stop()  # type: ignore[no-untyped-call]
+            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+                # a busy API server answers "Too large resource version" with 504: a fresh watch without a
+                # resourceVersion opens with every pod as ADDED, so no bind is lost
+                print(f"bind watch of {self.namespace} restarts after: {exc}".splitlines()[0], file=sys.stderr)
+                w = watch.Watch()  # type: ignore[no-untyped-call]
+                time.sleep(0.2)
 
     def __enter__(self) -> BindWatch:
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"bind-watch-{self.namespace}")
