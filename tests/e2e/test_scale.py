@@ -31,6 +31,9 @@ def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
     # three new services on the running fleet, each beside a direct pod
     assert len(run["probe_cr_s"]) == len(run["probe_direct_s"]) == 3
     assert all(0 < s < 60 for s in run["probe_cr_s"] + run["probe_direct_s"])
+    # the operator's share (CR -> pod seen) is part of the whole (CR -> pod bound), never more
+    assert len(run["probe_cr_seen_s"]) == 3
+    assert all(0 < seen <= bound for seen, bound in zip(run["probe_cr_seen_s"], run["probe_cr_s"], strict=True))
     idle = run["windows"]["idle"]
     assert idle["figures"]["operator_cores"] > 0
     assert 50 < idle["figures"]["operator_rss_mb"] < 1000
