@@ -101,7 +101,7 @@ class KubeApi:
     def _remember(self, kind: str, obj: dict[str, Any] | None, *, gone: bool = False) -> None:
         """Put what a write returned (the API server's JSON) into the cache of `kind`; `gone`: forget it (a
         deletion without a grace period, or a delete that returns no object)."""
-        store = self._caches.store(kind) if self._caches is not None and obj is not None else None
+        store = self._caches.store(kind) if self._caches is not None else None
         if store is not None and obj is not None and isinstance(obj.get("metadata"), dict):
             (store.remove if gone else store.put)(obj)
 
