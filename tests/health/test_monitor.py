@@ -242,3 +242,42 @@ async def test_a_failed_worker_makes_its_leader_worker_gone_and_the_status_names
         assert set(memory.pod_faults) == {"lead"}  # the worker is judged through its leader, never alone
     finally:
         await state.close()
+
+
+class ScriptedEngines(FakeEngines):
+    """One canary answer, an engine whose counters advance (or not) between scrapes; counts the scrapes."""
+
+    def __init__(self, *, ok: bool, advancing: bool) -> None:
+        super().__init__()
+        self.ok, self.advancing, self.scrapes = ok, advancing, 0
+
+    async def get_text(self, url: str, *, timeout: float) -> str | None:
+        self.scrapes += 1
+        self.gen += 1 if self.advancing else 0
+        # as prometheus-client exposes a counter (vLLM's): TYPE named by its _total sample
+        return f'# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{{engine="0"}} {self.gen}\n'
+
+    async def canary(self, base: str, **_: Any) -> CanaryResult:
+        tokens = 4 if self.ok else 0
+        return CanaryResult(ok=self.ok, seconds=0.0, tokens=tokens, error="" if self.ok else "TimeoutError")
+
+
+@pytest.mark.parametrize(
+    ("ok", "advancing", "scrapes", "queued"),
+    [
+        (True, True, 1, False),  # tokens: the bracket is never read, so no second scrape and nothing parsed
+        (False, True, 2, True),  # no tokens but the engine advanced meanwhile: busy, not failing
+        (False, False, 2, False),  # no tokens and nothing moved: a failure
+    ],
+)
+async def test_a_canary_is_judged_by_its_own_scrapes_only_when_it_returned_no_tokens(
+    example: ParsedService, ok: bool, advancing: bool, scrapes: int, queued: bool
+) -> None:
+    from ascend_operator.controller.monitor import run_canary
+    from ascend_operator.controller.views import pod_view
+
+    engines = ScriptedEngines(ok=ok, advancing=advancing)
+    mon = monitor(FakeKube([], {}), engines, [])
+    outcome = await run_canary(mon, example.spec, pod_view(pod("a-0", "u0", "127.0.0.2")))
+    assert (outcome.ok, outcome.queued, engines.scrapes) == (ok, queued, scrapes)
+    assert (outcome.before is None, outcome.after is None) == (ok, ok)

@@ -40,7 +40,8 @@ class PodHealth:
 @dataclass(frozen=True, kw_only=True)
 class CanaryOutcome:
     """One canary, judged against the engine's progress signals scraped right before it was sent and right
-    after it ended (its own scrapes, not the pass's: a sample of the pass can predate the canary)."""
+    after it ended (its own scrapes, not the pass's: a sample of the pass can predate the canary). Both are
+    None for a canary that returned tokens: nothing reads them then."""
 
     ok: bool
     """Tokens came back within the timeout."""
