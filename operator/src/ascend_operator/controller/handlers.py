@@ -34,8 +34,6 @@ from ascend_operator.render.netpol import OperatorPeer
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
-#: How often a sleeping loop looks at kopf's stop flag.
-STOP_POLL_SECONDS = 0.5
 #: Seconds a loop waits after a failed pass before events may wake it again.
 ERROR_BACKOFF_SECONDS = 5.0
 #: Resync periods vary by this fraction either way.
@@ -154,17 +152,19 @@ async def _guarded(
     await stopped.wait(ERROR_BACKOFF_SECONDS)  # events may not hurry a failing pass
 
 
+async def _relay_stop(stopped: kopf.DaemonStopped, waker: asyncio.Event) -> None:
+    """Wake the loop when kopf stops it, so its wait needs no polling of the stop flag: at 200 services,
+    0.5 s polls were 400 timers a second and ~6% of the operator's CPU (README "Scale")."""
+    await stopped.wait()
+    waker.set()
+
+
 async def _sleep(stopped: kopf.DaemonStopped, waker: asyncio.Event, seconds: float) -> None:
-    """Wait until woken, stopped, or `seconds` pass. Polls the stop flag in short slices: cancelling a
-    task that awaits kopf's own flag would cancel the flag's future and break kopf's daemon shutdown."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not stopped and not waker.is_set():
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waker.wait(), timeout=min(remaining, STOP_POLL_SECONDS))
+    """Wait until woken (an event, or the stop relay), or `seconds` pass."""
+    if stopped:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(waker.wait(), timeout=seconds)
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_backoff=2.0, cancellation_timeout=10.0)
@@ -192,6 +192,8 @@ async def service_loop(
     memory = service_memory(memo, body)
     if namespace is not None:
         start_service(namespace, name)
+    # only ever cancelled when kopf gives up on this daemon: on a stop, it has ended already
+    relay = asyncio.create_task(_relay_stop(stopped, waker), name=f"stop relay {namespace}/{name}")
     try:
         while not stopped:
             waker.clear()
@@ -199,6 +201,7 @@ async def service_loop(
             # jittered, so services created together do not resync together
             await _sleep(stopped, waker, float(memo.resync_seconds) * random.uniform(1 - JITTER, 1 + JITTER))
     finally:
+        relay.cancel()
         memo.wakers.pop((namespace, name), None)
         memo.services.pop((namespace, name), None)
         if namespace is not None:
