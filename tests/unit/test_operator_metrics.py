@@ -110,7 +110,7 @@ def test_exported_names_are_the_registered_series() -> None:
     every = {"tokensPerSecond": 1.0, "runningRequests": 1, "waitingRequests": 0, "kvCacheUsage": 0.1}
     metrics.publish_figures("ns-d", "svc", {"svc-0": {**every, "ttftP50Seconds": 0.4, "tpotP50Seconds": 0.05}})
     names = {name for name, _ in _series("ns-d", "svc")}
-    assert names == metrics.EXPORTED
+    assert names == metrics.SERVICE_EXPORTED
     metrics.forget_service("ns-d", "svc")
 
 
@@ -132,3 +132,25 @@ def test_engine_figures_follow_each_scrape_and_leave_with_their_pod_or_their_dat
     }
     metrics.forget_service("ns-f", "svc")
     assert _series("ns-f", "svc") == {}
+
+
+def test_pass_durations_are_one_fleet_wide_histogram_per_loop() -> None:
+    """Not per service (200 services would be 200 histograms); what the dashboard reads to see an operator
+    that no longer keeps up (a health pass longer than the scrape interval delays every verdict)."""
+
+    def count(loop: str) -> float:
+        return REGISTRY.get_sample_value("ascend_operator_pass_duration_seconds_count", {"loop": loop}) or 0.0
+
+    def slow(loop: str) -> float:  # passes that took longer than 2.5 s
+        total = count(loop)
+        fast = REGISTRY.get_sample_value("ascend_operator_pass_duration_seconds_bucket", {"loop": loop, "le": "2.5"})
+        return total - (fast or 0.0)
+
+    before = {loop: (count(loop), slow(loop)) for loop in ("health", "reconcile")}
+    metrics.record_pass("health", 0.02)
+    metrics.record_pass("health", 6.0)
+    metrics.record_pass("reconcile", 0.004)
+    assert (count("health"), slow("health")) == (before["health"][0] + 2, before["health"][1] + 1)
+    assert (count("reconcile"), slow("reconcile")) == (before["reconcile"][0] + 1, before["reconcile"][1])
+    names = {s.name for f in text_string_to_metric_families(generate_latest(REGISTRY).decode()) for s in f.samples}
+    assert names >= metrics.FLEET_EXPORTED

@@ -26,7 +26,7 @@ from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.memory import EventSink, ServiceMemory
-from ascend_operator.controller.metrics import forget_service, start_service
+from ascend_operator.controller.metrics import forget_service, record_pass, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
@@ -137,11 +137,15 @@ def _poster(body: kopf.Body) -> EventSink:
 
 
 async def _guarded(
-    run: Callable[[], Awaitable[object]], *, stopped: kopf.DaemonStopped, logger: kopf.Logger, what: str
+    run: Callable[[], Awaitable[object]], *, stopped: kopf.DaemonStopped, logger: kopf.Logger, loop: str
 ) -> None:
-    """Run one pass; an error is logged and followed by a back-off, never allowed to end the loop."""
+    """Run one pass of `loop` and time it; an error is logged and followed by a back-off, never allowed to
+    end the loop."""
+    what = f"{loop} pass"
+    started = time.monotonic()
     try:
         await run()
+        record_pass(loop, time.monotonic() - started)
         return
     except kopf.TemporaryError as exc:
         logger.info(f"{what} will be retried: {exc}")
@@ -197,7 +201,7 @@ async def service_loop(
     try:
         while not stopped:
             waker.clear()
-            await _guarded(lambda: reconcile(body, ctx, memory), stopped=stopped, logger=logger, what="reconcile")
+            await _guarded(lambda: reconcile(body, ctx, memory), stopped=stopped, logger=logger, loop="reconcile")
             # jittered, so services created together do not resync together
             await _sleep(stopped, waker, float(memo.resync_seconds) * random.uniform(1 - JITTER, 1 + JITTER))
     finally:
@@ -238,7 +242,7 @@ async def health_loop(
                 run = functools.partial(
                     health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
                 )
-                await _guarded(run, stopped=stopped, logger=logger, what="health pass")
+                await _guarded(run, stopped=stopped, logger=logger, loop="health")
                 # the reconcile loop patches what the pass found: at once when a verdict changed, the live
                 # engine figures only every live_interval (they change at every scrape under load)
                 live = memory.live_due(body.get("status"), now=time.monotonic(), interval=float(memo.live_interval))

@@ -21,12 +21,16 @@ prometheus-client's default registry (`aisctl operator --metrics-port` serves it
   30 s, refreshed every scrape (the status carries the service's sums at most every 30 s; these are
   the full-rate copy). A figure without data (no request finished in the window) has no series.
 Series of a pod or service that is gone are removed, so a deleted service leaves no alert behind.
+- `ascend_operator_pass_duration_seconds{loop}` (histogram, fleet-wide, `loop` = reconcile or health): how
+  long one pass of a service's loop takes. A health pass that takes longer than the scrape interval delays
+  every verdict (a stall is rolled one window after the last progress seen, at the next pass), so this is
+  where an operator that no longer keeps up with its fleet shows first.
 """
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from ascend_operator.disruption.model import ROLL_RULES, RollReason
 
@@ -67,8 +71,17 @@ FIGURE_SERIES = {
 }
 FIGURES = {key: Gauge(name, text, ["namespace", "service", "pod"]) for key, (name, text) in FIGURE_SERIES.items()}
 
-#: Every series name the operator exports (counters with their `_total` suffix as scraped).
-EXPORTED = frozenset(
+PASS_SECONDS = Histogram(
+    "ascend_operator_pass_duration_seconds",
+    "Seconds one pass of a service's reconcile or health loop took",
+    ["loop"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+
+#: Series names of the operator as a whole (no namespace or service label).
+FLEET_EXPORTED = frozenset(f"ascend_operator_pass_duration_seconds{suffix}" for suffix in ("_bucket", "_count", "_sum"))
+#: Series names per service (counters with their `_total` suffix as scraped).
+SERVICE_EXPORTED = frozenset(
     {
         "ascend_operator_rolls_total",
         "ascend_operator_rolls_refused_total",
@@ -79,6 +92,8 @@ EXPORTED = frozenset(
         *(name for name, _ in FIGURE_SERIES.values()),
     }
 )
+#: Every series name the operator exports.
+EXPORTED = SERVICE_EXPORTED | FLEET_EXPORTED
 
 Key = tuple[str, str]
 #: Label values set per service and metric, so what is gone can be removed (prometheus-client keeps
@@ -189,3 +204,8 @@ def forget_service(namespace: str, service: str) -> None:
     for metric in list(_SERIES.get(key, {})):
         _drop(key, metric, ())
     _SERIES.pop(key, None)
+
+
+def record_pass(loop: str, seconds: float) -> None:
+    """One pass of a service's `loop` ("reconcile" or "health") took `seconds`."""
+    PASS_SECONDS.labels(loop).observe(seconds)
