@@ -26,6 +26,7 @@ Never part of CI's timed tests: a 200-service run takes minutes. Results: a mark
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -85,6 +86,18 @@ def steady_window(
     time.sleep(seconds)
     after, cpu1, t1 = io.apiserver_counts(kubectl), operator.cpu(), time.monotonic()
     return t1 - t0, cpu1 - cpu0, operator.rss(), before, after
+
+
+def pass_figures(readings: dict[str, fig.PassHistogram]) -> dict[str, dict[str, float | None]]:
+    """Median and p90 pass durations of each loop in each window (idle, load, stall: the readings in order)."""
+    names = list(readings)
+    out: dict[str, dict[str, float | None]] = {}
+    for before, after in itertools.pairwise(names):
+        for loop in ("health", "reconcile"):
+            for q in (0.5, 0.9):
+                value = fig.pass_quantile(readings[before], readings[after], loop, q)
+                out.setdefault(after, {})[f"{loop}_p{round(q * 100)}"] = value
+    return out
 
 
 def probe(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> dict[str, list[float]]:
@@ -158,9 +171,12 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
         )
         procs.append(sim)
         port = 19000 + os.getpid() % 500
-        liveness = f"http://127.0.0.1:{port}/healthz"
+        liveness, own_metrics = f"http://127.0.0.1:{port}/healthz", f"http://127.0.0.1:{port + 500}/metrics"
         operator = io.start(
-            "ascend_operator.cli.main", ["operator", "--liveness", liveness], log=logs / "operator.log", env=env
+            "ascend_operator.cli.main",
+            ["operator", "--liveness", liveness, "--metrics-port", str(port + 500)],
+            log=logs / "operator.log",
+            env=env,
         )
         procs.append(operator)
         io.wait_live(liveness, operator, timeout=120)
@@ -179,21 +195,30 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
         windows: dict[str, Any] = {}
         load_avg = {"before": os.getloadavg()}
         sim_cpu0 = sim.cpu()
+        passes = {"start": io.pass_histogram(own_metrics)}
         windows["idle"] = steady_window(operator, cluster.kubectl, args.window)
+        passes["idle"] = io.pass_histogram(own_metrics)
         sim_cores = (sim.cpu() - sim_cpu0) / windows["idle"][0]
         sim_rss = sim.rss()
         load_stats: dict[str, int] = {}
         stall_s: float | None = None
+        rolls: list[str] = []
         if args.load:
             rate = n / 10
             with io.Load(io.pod_endpoints(core, NS_SERVICES), rate) as load:
                 log(f"load window: {rate:g} requests/s")
                 windows["load"] = steady_window(operator, cluster.kubectl, args.window)
+                passes["load"] = io.pass_histogram(own_metrics)
                 if args.stall:  # reaction time at this scale: one engine hangs with the load's requests on it
                     stall_s = io.stall_to_roll(core, NS_SERVICES)
                     log(f"stall -> roll: {stall_s if stall_s is None else round(stall_s, 1)}s")
+                    passes["stall"] = io.pass_histogram(own_metrics)
+                    time.sleep(2)  # the roll record is written before the delete; let a slow watch deliver it
+                    rolls = io.roll_messages(custom, NS_SERVICES)
+                    log(f"roll: {rolls}")
             load_stats = {"sent": load.sent, "ok": load.ok}
         load_avg["after"] = os.getloadavg()
+        log(f"pass durations: {pass_figures(passes)}")
         probes = probe(core, custom)
         log(f"a new service on the running fleet: CR -> bound {probes['cr']}, direct {probes['direct']}")
         operator.stop()
@@ -220,7 +245,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
             "windows": figures, "baseline_rates": {fig.label(k): r for k, r in baseline.items()},
             "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
             "stall_roll_s": stall_s, "probe_cr_s": probes["cr"], "probe_direct_s": probes["direct"],
-            "probe_cr_seen_s": probes["cr_seen"],
+            "probe_cr_seen_s": probes["cr_seen"], "pass_s": pass_figures(passes), "roll_messages": rolls,
             "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
         }  # fmt: skip
     finally:

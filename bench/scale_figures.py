@@ -119,6 +119,40 @@ def latencies(created: Mapping[str, float], bound: Mapping[str, float]) -> list[
     return [bound[name] - created[name] for name in created]
 
 
+#: loop -> cumulative buckets of `ascend_operator_pass_duration_seconds` (upper bound, passes at or below).
+PassHistogram = dict[str, list[tuple[float, float]]]
+
+
+def pass_histogram(metrics_text: str) -> PassHistogram:
+    """The operator's pass-duration histogram from its /metrics, per loop."""
+    out: PassHistogram = {}
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != "ascend_operator_pass_duration_seconds":
+            continue
+        for s in family.samples:
+            if s.name.endswith("_bucket"):
+                out.setdefault(s.labels["loop"], []).append((float(s.labels["le"]), s.value))
+    return {loop: sorted(buckets) for loop, buckets in out.items()}
+
+
+def pass_quantile(before: PassHistogram, after: PassHistogram, loop: str, q: float) -> float | None:
+    """The q-quantile (0..1) of the passes of `loop` between two readings, interpolated inside its bucket
+    as Prometheus' histogram_quantile does (the +Inf bucket answers its lower bound); None: no pass."""
+    old = dict(before.get(loop, []))
+    counts = [(le, n - old.get(le, 0.0)) for le, n in after.get(loop, [])]
+    total = counts[-1][1] if counts else 0.0
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for le, n in counts:
+        if n >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * (rank - below) / (n - below) if n > below else le
+        lower, below = le, n
+    return lower
+
+
 @dataclass(frozen=True)
 class Window:
     """What one steady window measured."""

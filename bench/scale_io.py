@@ -183,6 +183,14 @@ def apiserver_counts(kubectl: Callable[..., str]) -> dict[fig.Key, float]:
     return fig.request_counts(kubectl("get", "--raw", "/metrics"))
 
 
+def roll_messages(custom: client.CustomObjectsApi, namespace: str) -> list[str]:
+    """status.lastRoll.message of every service that rolled a pod (a stall's says how long nothing advanced
+    when the operator judged it, against the seconds from the hang to the deletion)."""
+    listed: dict[str, Any] = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)  # type: ignore[assignment]
+    rolls = [((item.get("status") or {}).get("lastRoll") or {}) for item in listed["items"]]
+    return [str(r.get("message", "")) for r in rolls if r]
+
+
 def pod_endpoints(core: client.CoreV1Api, namespace: str) -> list[str]:
     """http://<pod IP>:8000 of every pod of the namespace that has an IP."""
     pods = core.list_namespaced_pod(namespace).items
@@ -317,6 +325,12 @@ def wait_live(url: str, proc: Proc, *, timeout: float) -> None:
         if proc.popen.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"operator not live at {url} (exit {proc.popen.poll()}); see {proc.log}")
         time.sleep(0.3)
+
+
+def pass_histogram(url: str) -> fig.PassHistogram:
+    """The operator's pass durations (its /metrics at `url`)."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return fig.pass_histogram(resp.read().decode())
 
 
 def dump(path: Path, data: Any) -> None:

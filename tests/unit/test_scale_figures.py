@@ -122,3 +122,26 @@ def test_patched_events_are_never_the_operators_and_saved_runs_are_read_the_same
     window = fig.rewindow(saved, {fig.label(k): r for k, r in rates.items()})
     assert window.requests_per_s == pytest.approx(1.5)
     assert window.callers == (("PATCH ascendinferenceservices/status", 1.1), ("POST events", 0.4))
+
+
+def _passes(health: dict[str, float]) -> str:
+    lines = ["# TYPE ascend_operator_pass_duration_seconds histogram"]
+    bucket = "ascend_operator_pass_duration_seconds_bucket"
+    lines += [f'{bucket}{{le="{le}",loop="health"}} {n}' for le, n in health.items()]
+    lines += [
+        f'ascend_operator_pass_duration_seconds_count{{loop="health"}} {health["+Inf"]}',
+        'ascend_operator_pass_duration_seconds_sum{loop="health"} 1.0',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_pass_quantiles_are_read_from_the_operators_histogram_between_two_readings() -> None:
+    before = fig.pass_histogram(_passes({"0.1": 10, "1.0": 10, "5.0": 10, "+Inf": 10}))
+    # in the window: 10 passes, 4 at or under 0.1 s, 4 in (0.1, 1], 2 in (1, 5]
+    after = fig.pass_histogram(_passes({"0.1": 14, "1.0": 18, "5.0": 20, "+Inf": 20}))
+    assert fig.pass_quantile(before, after, "health", 0.5) == pytest.approx(0.1 + 0.9 * (5 - 4) / 4)
+    assert fig.pass_quantile(before, after, "health", 0.9) == pytest.approx(1.0 + 4.0 * (9 - 8) / 2)
+    assert fig.pass_quantile(before, after, "reconcile", 0.5) is None  # no pass of that loop
+    assert fig.pass_quantile(after, after, "health", 0.5) is None  # none in the window
+    beyond = fig.pass_histogram(_passes({"0.1": 14, "1.0": 18, "5.0": 18, "+Inf": 20}))
+    assert fig.pass_quantile(before, beyond, "health", 0.95) == 5.0  # past the last finite bound: that bound
