@@ -45,7 +45,7 @@ from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
 
 NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
 #: New services created one at a time on the running fleet (each beside a direct pod), for reaction time.
-PROBES = 3
+PROBES = 7
 
 
 def _ints(value: str) -> list[int]:
@@ -103,12 +103,15 @@ def pass_figures(readings: dict[str, fig.PassHistogram]) -> dict[str, dict[str, 
 def probe(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> dict[str, list[float]]:
     """PROBES new services on the running fleet, one at a time, each right after a direct pod (side by side):
     seconds from the create call to the pod bound."""
-    out: dict[str, list[float]] = {"cr": [], "direct": [], "cr_seen": []}
+    out: dict[str, list[float]] = {"cr": [], "direct": [], "cr_seen": [], "cr_call": [], "direct_call": []}
     for i in range(PROBES):
-        out["direct"].append(io.probe_bound(core, NS_DIRECT, io.create_pod(core, NS_DIRECT), f"probe-{i}")[1])
-        seen, bound = io.probe_bound(core, NS_SERVICES, io.create_service(custom, NS_SERVICES), f"probe-{i}")
+        called, _, bound = io.probe_bound(core, NS_DIRECT, io.create_pod(core, NS_DIRECT), f"probe-{i}")
+        out["direct"].append(bound)
+        out["direct_call"].append(called)
+        called, seen, bound = io.probe_bound(core, NS_SERVICES, io.create_service(custom, NS_SERVICES), f"probe-{i}")
         out["cr"].append(bound)
         out["cr_seen"].append(seen)
+        out["cr_call"].append(called)
         time.sleep(1.0)
     io.delete_pods(core, NS_DIRECT, timeout=120)
     return out
@@ -117,10 +120,15 @@ def probe(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> dict[str, 
 def reaction(results: list[dict[str, Any]]) -> str:
     """The reaction table: a new service on a running fleet of N, and a stall under load, medians over runs."""
     lines = [
-        "| services | runs | new CR on the running fleet -> pod bound p50 (s) | (pod seen) | direct create p50 (s) "
-        "| ratio | stall -> roll under load (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| services | runs | new CR on the running fleet -> pod bound p50 (s) | (CR create call) | (pod seen) "
+        "| direct create p50 (s) | ratio | stall -> roll under load (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def p50(key: str) -> str:  # median over the runs of each run's p50; "-" for runs saved before the key
+        found = [r[key] for r in runs if r.get(key)]
+        return f"{fig.median(fig.percentile(v, 50) for v in found):.3f}" if found else "-"
+
     for n in sorted({r["services"] for r in results}):
         runs = [r for r in results if r["services"] == n and r.get("probe_cr_s")]
         if not runs:
@@ -129,9 +137,10 @@ def reaction(results: list[dict[str, Any]]) -> str:
         direct = fig.median(fig.percentile(r["probe_direct_s"], 50) for r in runs)
         stalls = [r["stall_roll_s"] for r in runs if r.get("stall_roll_s") is not None]
         stall = f"{fig.median(stalls):.1f}" if stalls else "-"
-        seen_runs = [r["probe_cr_seen_s"] for r in runs if r.get("probe_cr_seen_s")]  # not in older runs
-        seen = f"{fig.median(fig.percentile(s, 50) for s in seen_runs):.2f}" if seen_runs else "-"
-        lines.append(f"| {n} | {len(runs)} | {cr:.2f} | {seen} | {direct:.2f} | {cr / direct:.1f}x | {stall} |")
+        lines.append(
+            f"| {n} | {len(runs)} | {cr:.3f} | {p50('probe_cr_call_s')} | {p50('probe_cr_seen_s')} | {direct:.3f} "
+            f"| {cr / direct:.1f}x | {stall} |"
+        )
     return "\n".join(lines)
 
 
@@ -245,7 +254,8 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
             "windows": figures, "baseline_rates": {fig.label(k): r for k, r in baseline.items()},
             "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
             "stall_roll_s": stall_s, "probe_cr_s": probes["cr"], "probe_direct_s": probes["direct"],
-            "probe_cr_seen_s": probes["cr_seen"], "pass_s": pass_figures(passes), "roll_messages": rolls,
+            "probe_cr_seen_s": probes["cr_seen"], "probe_cr_call_s": probes["cr_call"],
+            "probe_direct_call_s": probes["direct_call"], "pass_s": pass_figures(passes), "roll_messages": rolls,
             "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
         }  # fmt: skip
     finally:

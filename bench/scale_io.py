@@ -199,9 +199,10 @@ def pod_endpoints(core: client.CoreV1Api, namespace: str) -> list[str]:
 
 def probe_bound(
     core: client.CoreV1Api, namespace: str, create: Callable[[str], object], name: str
-) -> tuple[float, float]:
-    """Create one object and return the seconds from the create call until its pod was first seen and until
-    it was bound (the first is the operator's share of a CR's path, the rest the scheduler's). Timed by a
+) -> tuple[float, float, float]:
+    """Create one object and return the seconds from the create call until the call returned, until its pod
+    was first seen and until it was bound (for a CR: its own write, then the operator's share, then the
+    scheduler's). Timed by a
     watch on that one pod's label, opened before the create, so neither a poll's period nor a LIST of the
     fleet's pods is in the figure (a polled LIST of a 200-pod namespace lagged the bind by ~50 ms). For one
     new service on a running fleet, where a burst's watch would measure throughput, not reaction."""
@@ -213,6 +214,7 @@ def probe_bound(
     try:
         start = time.monotonic()
         create(name)
+        called = time.monotonic() - start
         seen: float | None = None
         for line in watch.watch.iter_resp_lines(resp):  # type: ignore[no-untyped-call]
             now = time.monotonic() - start
@@ -221,7 +223,7 @@ def probe_bound(
                 continue
             seen = now if seen is None else seen
             if ((event.get("object") or {}).get("spec") or {}).get("nodeName"):
-                return seen, now
+                return called, seen, now
     finally:
         resp.close()
     raise TimeoutError(f"{namespace}/{name}: no pod bound within 120 s")

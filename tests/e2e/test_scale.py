@@ -28,12 +28,15 @@ def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
     (run,) = json.loads((tmp_path / "scale.json").read_text())["results"]
     assert len(run["direct_bound_s"]) == len(run["cr_bound_s"]) == 2
     assert all(0 < s < 60 for s in run["direct_bound_s"] + run["cr_bound_s"])
-    # three new services on the running fleet, each beside a direct pod
-    assert len(run["probe_cr_s"]) == len(run["probe_direct_s"]) == 3
+    # new services on the running fleet, one at a time, each beside a direct pod
+    assert len(run["probe_cr_s"]) == len(run["probe_direct_s"]) == scale.PROBES
     assert all(0 < s < 60 for s in run["probe_cr_s"] + run["probe_direct_s"])
     # the operator's share (CR -> pod seen) is part of the whole (CR -> pod bound), never more
-    assert len(run["probe_cr_seen_s"]) == 3
-    assert all(0 < seen <= bound for seen, bound in zip(run["probe_cr_seen_s"], run["probe_cr_s"], strict=True))
+    # and the CR's own create call comes first: a write the direct path does not have
+    assert len(run["probe_cr_seen_s"]) == len(run["probe_cr_call_s"]) == scale.PROBES
+    for called, seen, bound in zip(run["probe_cr_call_s"], run["probe_cr_seen_s"], run["probe_cr_s"], strict=True):
+        assert 0 < called <= bound
+        assert 0 < seen <= bound
     idle = run["windows"]["idle"]
     assert idle["figures"]["operator_cores"] > 0
     assert 50 < idle["figures"]["operator_rss_mb"] < 1000
