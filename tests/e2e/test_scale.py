@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slow
 def test_a_two_service_run_measures_the_operator_beside_the_direct_create(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["--services", "2", "--runs", "1", "--load", "--window", "8", "--baseline-window", "5"]
+    # the baseline must hold a lease renewal: KWOK renews every node's lease together about every 10 s
+    # (hack/local-cluster: --node-lease-duration-seconds=40), and a 5 s baseline once held none
+    argv = ["--services", "2", "--runs", "1", "--load", "--window", "8", "--baseline-window", "12"]
     assert scale.main([*argv, "--out", str(tmp_path), "--state", str(tmp_path / "state")]) == 0
     table, _, reactions = capsys.readouterr().out.partition("\n\n")
     assert [line.split("|")[1:3] for line in table.splitlines()[2:]] == [[" 2 ", " idle "], [" 2 ", " load "]]
