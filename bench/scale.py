@@ -227,7 +227,8 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
                     log(f"roll: {rolls}")
             load_stats = {"sent": load.sent, "ok": load.ok}
         load_avg["after"] = os.getloadavg()
-        log(f"pass durations: {pass_figures(passes)}")
+        pass_s = pass_figures(passes)
+        log(f"pass durations: {pass_s}")
         probes = probe(core, custom)
         log(f"a new service on the running fleet: CR -> bound {probes['cr']}, direct {probes['direct']}")
         operator.stop()
@@ -255,7 +256,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
             "sim": {"engines": n, "rss_mb": sim_rss / 1e6, "cores_idle": sim_cores}, "load": load_stats,
             "stall_roll_s": stall_s, "probe_cr_s": probes["cr"], "probe_direct_s": probes["direct"],
             "probe_cr_seen_s": probes["cr_seen"], "probe_cr_call_s": probes["cr_call"],
-            "probe_direct_call_s": probes["direct_call"], "pass_s": pass_figures(passes), "roll_messages": rolls,
+            "probe_direct_call_s": probes["direct_call"], "pass_s": pass_s, "roll_messages": rolls,
             "loadavg": load_avg, "wall_s": time.monotonic() - t_start,
         }  # fmt: skip
     finally:
