@@ -19,7 +19,7 @@ from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0"}} 0.0
-# TYPE vllm:generation_tokens counter
+# TYPE vllm:generation_tokens_total counter
 vllm:generation_tokens_total{{engine="0"}} {gen}
 """
 
