@@ -210,6 +210,47 @@ def median(values: Iterable[float]) -> float:
     return float(statistics.median(list(values)))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Reaction:
+    """A new service on the running fleet against a direct pod create beside it: p50s (seconds) of one
+    run's probes, and the ratios the issue's target reads."""
+
+    cr: float
+    """The CR's create call -> its pod bound."""
+    stored: float
+    """The CR stored (its create call returned) -> its pod bound: the operator's share and its pod's."""
+    cr_call: float
+    """The CR's own create call: the API server storing it, before any operator can know of it."""
+    direct: float
+    """A direct pod create call -> that pod bound (the limit)."""
+
+    @property
+    def ratio(self) -> float:
+        """From the CR's create call, as the target is written."""
+        return self.cr / self.direct
+
+    @property
+    def ratio_stored(self) -> float:
+        """From the CR stored."""
+        return self.stored / self.direct
+
+    @property
+    def floor(self) -> float:
+        """`ratio` for an operator that took no time at all: the CR's write, then its pod's as direct."""
+        return (self.cr_call + self.direct) / self.direct
+
+
+def reaction(cr: Sequence[float], cr_call: Sequence[float], direct: Sequence[float]) -> Reaction:
+    """One run's probes as p50s; probe i's CR and its create call are paired (the share after the CR's own
+    write is taken probe by probe)."""
+    return Reaction(
+        cr=percentile(cr, 50),
+        stored=percentile([total - call for total, call in zip(cr, cr_call, strict=True)], 50),
+        cr_call=percentile(cr_call, 50),
+        direct=percentile(direct, 50),
+    )
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the table: a service count and a mode (idle or load), medians over the runs."""

@@ -145,3 +145,18 @@ def test_pass_quantiles_are_read_from_the_operators_histogram_between_two_readin
     assert fig.pass_quantile(after, after, "health", 0.5) is None  # none in the window
     beyond = fig.pass_histogram(_passes({"0.1": 14, "1.0": 18, "5.0": 18, "+Inf": 20}))
     assert fig.pass_quantile(before, beyond, "health", 0.95) == 5.0  # past the last finite bound: that bound
+
+
+def test_reaction_ratios_read_the_probes_side_by_side() -> None:
+    # three probes: CR create call -> bound, of which the CR's own create call, and a direct create -> bound
+    timed = fig.reaction(cr=[0.070, 0.060, 0.090], cr_call=[0.020, 0.010, 0.030], direct=[0.030, 0.040, 0.020])
+    assert (timed.cr, timed.stored, timed.cr_call, timed.direct) == (0.070, 0.050, 0.020, 0.030)
+    assert timed.ratio == pytest.approx(0.070 / 0.030)
+    assert timed.ratio_stored == pytest.approx(0.050 / 0.030)
+    # an operator that took no time would still score the CR's write on top of its pod's: 1.67x here
+    assert timed.floor == pytest.approx((0.020 + 0.030) / 0.030)
+
+
+def test_reaction_needs_every_probe_paired() -> None:
+    with pytest.raises(ValueError, match="shorter"):
+        fig.reaction(cr=[0.07, 0.06], cr_call=[0.02], direct=[0.03, 0.04])
