@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import metrics as M
 from tests.contract.upstream import metric_names, read_upstream
 
@@ -115,3 +116,39 @@ def test_model_card_fields() -> None:
     fields = tuple(n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name))
     assert fields == M.MODEL_CARD_FIELDS
     assert cls.lineno == int(M.MODEL_CARD_SOURCE.rpartition(":")[2])
+
+
+def test_reported_block_size_is_the_smallest_kv_cache_group() -> None:
+    """`vllm:cache_config_info`'s block_size is resolved from the KV cache groups, then synced to the frontend."""
+    lines, i = _lines(M.BLOCK_SIZE_REPORTED_SOURCE)
+    assert "vllm_config.cache_config.block_size = min(" in lines[i]
+    assert "g.kv_cache_spec.block_size for g in kv_cache_groups" in lines[i + 1]
+    client = read_upstream("vllm/v1/engine/core_client.py").splitlines()
+    assert "cache_config.block_size = response.block_size" in client[733]
+    assert "block_size=self.vllm_config.cache_config.block_size," in read_upstream("vllm/v1/engine/core.py")
+    assert M.USER_SPECIFIED_BLOCK_SIZE in M.CACHE_CONFIG_LABELS
+
+
+def test_deepseek_v4_kv_cache_group_block_sizes_are_vllm_ascends() -> None:
+    rel, _, line = M.DEEPSEEK_V4_KV_GROUP_SOURCE.rpartition(":")
+    tree = ast.parse(read_upstream(rel, ascend=True))
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_dsv4_block_sizes")
+    tables = {
+        t.id: (a.lineno, ast.literal_eval(a.value))
+        for a in fn.body
+        if isinstance(a, ast.Assign)
+        for t in a.targets
+        if isinstance(t, ast.Name)
+    }
+    lineno, a2 = tables["_DSV4_BLOCK_SIZES"]
+    assert lineno == int(line)
+    assert {size: tuple(groups) for size, (groups, _pads) in a2.items()} == M.DEEPSEEK_V4_KV_GROUP_BLOCK_SIZES
+    _, a5 = tables["_DSV4_BLOCK_SIZES_A5"]
+    assert {size: min(groups) for size, (groups, _pads) in a5.items()} == {
+        size: min(groups) for size, groups in M.DEEPSEEK_V4_KV_GROUP_BLOCK_SIZES.items()
+    }
+    # Every block size vllm-ascend keeps for deepseek_v4 has its groups; each group size is one layer's spec.
+    assert set(a2) == set(keys.DEEPSEEK_V4_BLOCK_SIZES)
+    model = read_upstream("vllm_ascend/models/deepseek_v4.py", ascend=True)
+    for group in range(4):
+        assert re.search(rf"_dsv4_block_sizes\(\)\[(vllm_config\.)?cache_config\.block_size\]\[0\]\[{group}\]", model)

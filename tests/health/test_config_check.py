@@ -1,7 +1,11 @@
-"""The effective-config check: the seed's `speculative_config=None` behind a 200 is a ConfigMismatch."""
+"""The effective-config check: the seed's `speculative_config=None` behind a 200 is a ConfigMismatch, and a
+healthy engine is never one (DeepSeek-V4 reports its smallest KV cache group as its block size)."""
 
+import copy
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from ascend_operator.api.parse import parse_resource
@@ -9,9 +13,20 @@ from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.samples import EngineSample
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dsv4-flash.yaml"
-EXPECTED = expected_config(parse_resource(yaml.safe_load(EXAMPLE.read_text())).spec)
+BODY: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+EXPECTED = expected_config(parse_resource(BODY).spec)
 MODELS = {"data": [{"id": "deepseek-v4-flash", "max_model_len": 327680}]}
-CACHE = {"block_size": "128", "gpu_memory_utilization": "0.9", "engine": "0"}
+# What vLLM 0.25.1 + vllm-ascend 0.25.1rc1 report for DeepSeek-V4 at --block-size 128: the C4 state group's 8.
+CACHE = {"block_size": "8", "user_specified_block_size": "True", "gpu_memory_utilization": "0.9", "engine": "0"}
+
+
+def expected(**engine: Any) -> Any:
+    """The example's expectations with some engine fields changed (None removes the model profile)."""
+    body = copy.deepcopy(BODY)
+    if engine.pop("profile", "keep") is None:
+        del body["spec"]["model"]["profile"]
+    body["spec"]["engine"].update(engine)
+    return expected_config(parse_resource(body).spec)
 
 
 def sample(*, positions: int | None = 7, cache: dict[str, str] = CACHE) -> EngineSample:
@@ -49,3 +64,32 @@ def test_wrong_draft_count_max_len_name_block_and_memory() -> None:
         "blockSize",
         "gpuMemoryUtilization",
     ]
+
+
+@pytest.mark.parametrize(("asked", "reported"), [(128, "8"), (64, "4"), (32, "2")])
+def test_deepseek_v4_reports_its_smallest_kv_cache_group_and_is_not_a_mismatch(asked: int, reported: str) -> None:
+    cache = {**CACHE, "block_size": reported}
+    assert check_config(expected(blockSize=asked), models=MODELS, sample=sample(cache=cache)) == []
+
+
+def test_deepseek_v4_reporting_the_flag_itself_is_not_its_kv_layout() -> None:
+    found = check_config(EXPECTED, models=MODELS, sample=sample(cache={**CACHE, "block_size": "128"}))
+    assert [str(m) for m in found] == [
+        "blockSize: expected 8 (the smallest KV cache group at --block-size 128), engine reports 128"
+    ]
+
+
+@pytest.mark.parametrize("reported", ["128", "64", "8", "544"])
+def test_a_model_of_unknown_kv_layout_is_not_held_out_for_its_block_size(reported: str) -> None:
+    """vllm-ascend rewrites 64 to 128 on a plain model, a DeepSeek-V4-like layout reports less, a mamba
+    hybrid more: without the model's KV groups no value is certain, so none is a mismatch."""
+    cache = {**CACHE, "block_size": reported}
+    for unknown in (expected(profile=None, blockSize=64), expected(blockSize=64, engineVersion="0.26.0")):
+        assert check_config(unknown, models=MODELS, sample=sample(cache=cache)) == []
+
+
+def test_a_dropped_block_size_flag_is_a_mismatch_for_any_model() -> None:
+    cache = {**CACHE, "block_size": "128", "user_specified_block_size": "False"}
+    for spec in (EXPECTED, expected(profile=None)):
+        found = check_config(spec, models=MODELS, sample=sample(cache=cache))
+        assert [str(m) for m in found] == ["blockSize: expected --block-size 128, engine reports its default 128"]

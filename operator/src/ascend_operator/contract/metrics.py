@@ -132,3 +132,26 @@ MODEL_CARD_SOURCE = "vllm/entrypoints/openai/engine/protocol.py:86"
 # The fields the config check compares (each is in the tuple above, checked by tests/contract/).
 MODEL_ID, MODEL_MAX_LEN = "id", "max_model_len"
 CACHE_BLOCK_SIZE, CACHE_GPU_MEMORY_UTILIZATION = "block_size", "gpu_memory_utilization"
+USER_SPECIFIED_BLOCK_SIZE = "user_specified_block_size"
+"""True when `--block-size` reached the engine's CacheConfig (vllm/config/cache.py:52, set at cache.py:258)."""
+
+#: `block_size` of `vllm:cache_config_info` is not `--block-size`: once the KV cache is built, the engine core
+#: sets CacheConfig.block_size to the smallest block size of its KV cache groups (vllm/v1/engine/core.py:308-311),
+#: the frontend takes that value from the ready response (core.py:1528, core_client.py:734) before its logger
+#: exports the gauge (vllm/v1/engine/async_llm.py:146-166, loggers.py:1243-1244).
+BLOCK_SIZE_REPORTED_SOURCE = "vllm/v1/engine/core.py:309"
+
+#: vllm-ascend 0.25.1rc1's DeepSeek-V4 KV cache groups, by (rewritten) cache block size: MLA, SWA, C4 compressor
+#: state, C128 compressor state (vllm_ascend/models/layer/attention/layer.py:32-37, read by models/deepseek_v4.py
+#: 162, 191, 654 and 662; grouped by block size in patch/platform/patch_kv_cache_utils.py:70-89). Atlas A5 uses
+#: other C128 state sizes (layer.py:39-43) with the same minimum.
+DEEPSEEK_V4_KV_GROUP_BLOCK_SIZES: dict[int, tuple[int, ...]] = {
+    128: (128, 128, 8, 32),
+    64: (64, 64, 4, 16),
+    32: (32, 32, 2, 8),
+}
+DEEPSEEK_V4_KV_GROUP_SOURCE = "vllm_ascend/models/layer/attention/layer.py:34"
+
+#: config.json `model_type` -> {cache block size: its KV cache groups' block sizes}, for the models whose KV
+#: layout the operator knows on vllm-ascend 0.25.1rc1.
+KV_GROUP_BLOCK_SIZES: dict[str, dict[int, tuple[int, ...]]] = {"deepseek_v4": DEEPSEEK_V4_KV_GROUP_BLOCK_SIZES}
