@@ -9,7 +9,7 @@ import kubernetes.client
 import urllib3
 import yaml
 
-from aissim.attach import Child, Target, poll, target_of
+from aissim.attach import Child, Engines, Target, poll, target_of
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.render.lws import build_leader_worker_set
 from ascend_operator.render.pod import Owner, build_pod
@@ -109,11 +109,11 @@ def test_an_unreachable_api_server_keeps_attach_and_its_engines_running() -> Non
     process = subprocess.Popen(["sleep", "30"])
     try:
         target = Target(uid="u-1", name="svc-0", namespace="llm", ip="127.10.0.7", args=("serve",), port=8000)
-        children = {"u-1": Child(target=target, process=process)}
+        engines = Engines(children={"u-1": Child(target=target, process=process)})
         for error in (refused, kubernetes.client.ApiException(status=429, reason="storage is (re)initializing")):
             core = cast(kubernetes.client.CoreV1Api, UnreachableCore(error))
-            assert poll(children, core, kubernetes.client.ApiClient(), "llm", log_dir=None) is False
-        assert list(children) == ["u-1"]
+            assert poll(engines, core, kubernetes.client.ApiClient(), "llm", log_dir=None) is False
+        assert list(engines.children) == ["u-1"]
         assert process.poll() is None  # the engine was not stopped
     finally:
         process.kill()

@@ -9,11 +9,15 @@ Env vars the engine container takes from a Secret (the API key's secretKeyRef) a
 and handed to the child, as the kubelet resolves them at container start; plain `value` entries are not
 (the simulator models none of the profile's variables). With `--shared` every engine runs inside this
 one process instead (aissim/shared.py): the same servers, a fraction of the memory, for scale runs.
+With `--engine vllm` each pod gets the real engine instead (vLLM 0.25.1 on CPU with a tiny model, its args
+translated by aissim/realengine.py's table); every engine, simulated or real, runs in a process group of its
+own, stopped as a group with its pod, so a real engine's EngineCore and Worker processes go with it.
 """
 
 import argparse
 import asyncio
 import base64
+import contextlib
 import logging
 import os
 import re
@@ -22,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +133,25 @@ def pod_ips(pods: list[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
 
 
 SecretEnv = Callable[[Target], dict[str, str]]
+#: The engine a target runs: (argv, environment) from the target and its resolved Secret env.
+Launcher = Callable[[Target, dict[str, str]], tuple[list[str], dict[str, str]]]
+
+
+def simulator(target: Target, secret_env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """`aissim serve <pod args>` on the pod's address (AIS_SIM_BIND_*), with the harness's AIS_SIM_* env."""
+    env = {**os.environ, **secret_env, "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
+    return [sys.executable, "-m", "aissim", *target.args], env
+
+
+def real_engine(python: str, cache: Path) -> Launcher:
+    """The real engine (aissim/realengine.py) for each target, `python` being its install's interpreter."""
+    from aissim import realengine
+
+    def launch(target: Target, secret_env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        argv = realengine.command(python, target.args, host=target.ip, port=target.port, cache=cache)
+        return argv, realengine.environment(os.environ, secret_env)
+
+    return launch
 
 
 def no_secrets(target: Target) -> dict[str, str]:
@@ -150,52 +173,107 @@ def secret_reader(core: client.CoreV1Api) -> SecretEnv:
     return resolve
 
 
-def spawn(target: Target, *, log_dir: Path | None, secrets: SecretEnv = no_secrets) -> subprocess.Popen[bytes]:
-    """Start `aissim serve <pod args>` on the pod's address."""
-    env = {**os.environ, **secrets(target), "AIS_SIM_BIND_HOST": target.ip, "AIS_SIM_BIND_PORT": str(target.port)}
+def spawn(
+    target: Target, *, log_dir: Path | None, secrets: SecretEnv = no_secrets, launcher: Launcher = simulator
+) -> subprocess.Popen[bytes]:
+    """Start the target's engine on the pod's address, in a new session (its own process group)."""
+    argv, env = launcher(target, secrets(target))
     out: Any = subprocess.DEVNULL
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
         out = (log_dir / f"{target.namespace}_{target.name}_{target.uid[:8]}.log").open("ab")
-    log.info("sim for %s/%s on %s:%d", target.namespace, target.name, target.ip, target.port)
-    return subprocess.Popen(
-        [sys.executable, "-m", "aissim", *target.args], env=env, stdout=out, stderr=subprocess.STDOUT
-    )
+    log.info("engine for %s/%s on %s:%d: %s", target.namespace, target.name, target.ip, target.port, argv[0])
+    return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+#: Seconds an engine's group has to exit after SIGTERM (vLLM stops its EngineCore and Worker first).
+STOP_GRACE_SECONDS = 15.0
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def terminate(child: Child, *, now: float) -> None:
+    """Ask an engine's process group (its PID is the group's id) to stop; `reap` finishes the job."""
+    child.exited_at = now
+    if child.process.poll() is None:
+        _signal_group(child.process.pid, signal.SIGTERM)
+
+
+def reap(child: Child, *, now: float) -> bool:
+    """True once the engine's group is gone: its leader exited (the group is then killed, so no EngineCore
+    or Worker is left behind, stopped ones included), or the grace ran out and the group was killed."""
+    if child.process.poll() is None and now - (child.exited_at or now) < STOP_GRACE_SECONDS:
+        return False
+    _signal_group(child.process.pid, signal.SIGKILL)
+    child.process.wait()
+    return True
 
 
 def stop(child: Child) -> None:
-    """Stop one simulator by its PID: SIGTERM, then SIGKILL after 5 s."""
-    if child.process.poll() is None:
-        child.process.send_signal(signal.SIGTERM)
-        try:
-            child.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
+    """Stop one engine now: SIGTERM to its group, wait out the grace, then SIGKILL."""
+    terminate(child, now=time.monotonic())
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.process.wait(timeout=STOP_GRACE_SECONDS)
+    reap(child, now=time.monotonic() + STOP_GRACE_SECONDS)
+
+
+@dataclass
+class Engines:
+    """The running engines by pod UID, and those of gone pods still being stopped (a real engine takes
+    seconds to exit; the next pod must not wait for it)."""
+
+    children: dict[str, Child] = field(default_factory=dict)
+    stopping: list[Child] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
+
+    def close(self) -> None:
+        for child in [*self.children.values(), *self.stopping]:
+            stop(child)
+        self.children.clear()
+        self.stopping.clear()
 
 
 def sync(
-    children: dict[str, Child],
+    engines: Engines,
     targets: list[Target],
     *,
     now: float,
     log_dir: Path | None,
     secrets: SecretEnv = no_secrets,
+    launcher: Launcher = simulator,
 ) -> None:
-    """Make the running simulators match the pods."""
+    """Make the running engines match the pods."""
     wanted = {t.uid: t for t in targets}
-    for uid in [u for u in children if u not in wanted]:
-        stop(children.pop(uid))
+    for uid in [u for u in engines.children if u not in wanted]:
+        gone = engines.children.pop(uid)
+        terminate(gone, now=now)
+        engines.stopping.append(gone)
+    engines.stopping = [c for c in engines.stopping if not reap(c, now=now)]
+
+    def start(target: Target) -> None:
+        try:
+            process = spawn(target, log_dir=log_dir, secrets=secrets, launcher=launcher)
+        except ValueError as exc:  # the launcher cannot run this pod (logged once, as a kubelet's event)
+            if target.uid not in engines.refused:
+                engines.refused.add(target.uid)
+                log.error("no engine for %s/%s: %s", target.namespace, target.name, exc)
+            return
+        engines.children[target.uid] = Child(target=target, process=process)
+
     for uid, target in wanted.items():
-        child = children.get(uid)
+        child = engines.children.get(uid)
         if child is None:
-            children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir, secrets=secrets))
+            start(target)
         elif child.process.poll() is not None:
             if child.exited_at is None:
                 child.exited_at = now
-                log.info("sim for %s exited with %s", target.name, child.process.returncode)
+                log.info("engine for %s exited with %s", target.name, child.process.returncode)
             elif now - child.exited_at >= RESTART_BACKOFF_SECONDS:
-                children[uid] = Child(target=target, process=spawn(target, log_dir=log_dir, secrets=secrets))
+                reap(child, now=now)
+                start(target)
 
 
 def list_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str | None) -> list[Target]:
@@ -217,17 +295,19 @@ API_UNREACHABLE = (client.ApiException, OSError, urllib3.exceptions.HTTPError)
 
 
 def poll(
-    children: dict[str, Child],
+    engines: Engines,
     core: client.CoreV1Api,
     api: client.ApiClient,
     namespace: str | None,
     *,
     log_dir: Path | None,
+    launcher: Launcher = simulator,
 ) -> bool:
-    """One listing and sync of the simulators; False (logged, children untouched) when the API is unreachable."""
+    """One listing and sync of the engines; False (logged, engines untouched) when the API is unreachable."""
     try:
         targets = list_targets(core, api, namespace)
-        sync(children, targets, now=time.monotonic(), log_dir=log_dir, secrets=secret_reader(core))
+        now = time.monotonic()
+        sync(engines, targets, now=now, log_dir=log_dir, secrets=secret_reader(core), launcher=launcher)
     except API_UNREACHABLE as exc:
         log.warning("listing pods failed: %s", exc)
         return False
@@ -239,8 +319,12 @@ def run(args: argparse.Namespace) -> int:
     config.load_kube_config(config_file=args.kubeconfig)
     core = client.CoreV1Api()
     api = client.ApiClient()
-    children: dict[str, Child] = {}
+    engines = Engines()
     stopping = False
+    launcher: Launcher = simulator
+    if args.engine == "vllm":
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ascend-operator" / "models"
+        launcher = real_engine(args.vllm_python or realengine_python(), Path(args.model_cache or cache))
 
     def on_signal(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -251,12 +335,17 @@ def run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else None
     try:
         while not stopping:
-            poll(children, core, api, args.namespace, log_dir=log_dir)
+            poll(engines, core, api, args.namespace, log_dir=log_dir, launcher=launcher)
             time.sleep(args.interval)
     finally:
-        for child in children.values():
-            stop(child)
+        engines.close()
     return 0
+
+
+def realengine_python() -> str:
+    from aissim.realengine import find_python
+
+    return find_python()
 
 
 def main(argv: list[str]) -> int:
@@ -271,7 +360,22 @@ def main(argv: list[str]) -> int:
         help="run every pod's engine inside this one process (aissim/shared.py), for scale runs; "
         "engine logs go to this process's output, each line naming its pod",
     )  # fmt: skip
+    parser.add_argument(
+        "--engine", choices=("sim", "vllm"), default="sim",
+        help="sim: the simulator (default); vllm: the real engine, vLLM 0.25.1 on CPU with a tiny model, the "
+        "pod's args translated by aissim/realengine.py (docs/real-engine.md)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--vllm-python", default=None,
+        help="the Python of the real engine's install, as hack/real-vllm.sh prints it (default: $AIS_VLLM_PYTHON)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--model-cache", default=None,
+        help="the folder the tiny model is made in (default: ${XDG_CACHE_HOME:-~/.cache}/ascend-operator/models)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.shared and args.engine != "sim":
+        parser.error("--shared runs simulators only")
     if not args.shared:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         return run(args)
