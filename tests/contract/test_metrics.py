@@ -152,3 +152,19 @@ def test_deepseek_v4_kv_cache_group_block_sizes_are_vllm_ascends() -> None:
     model = read_upstream("vllm_ascend/models/deepseek_v4.py", ascend=True)
     for group in range(4):
         assert re.search(rf"_dsv4_block_sizes\(\)\[(vllm_config\.)?cache_config\.block_size\]\[0\]\[{group}\]", model)
+
+
+def test_no_series_counts_prefill_chunks_as_they_run() -> None:
+    """Drift's prefill filter: the iteration histogram's prompt part is PrefillStats' computed tokens, which a
+    request's first output carries; a decoding request returns one token a step plus its accepted drafts."""
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    assert re.search(
+        r"histogram_iteration_tokens\[engine_idx\]\.observe\(\s*iteration_stats\.prompt_token_stats\.computed\s*"
+        r"\+ iteration_stats\.num_generation_tokens",
+        loggers,
+    )
+    stats = read_upstream("vllm/v1/metrics/stats.py")
+    assert "self.computed += prefill_stats.num_computed_tokens" in stats
+    scheduler = read_upstream("vllm/v1/core/sched/scheduler.py").splitlines()
+    assert "prefill_stats=request.take_prefill_stats()," in scheduler[1747]
+    assert "num_accepted = max(len(generated_token_ids) - num_sampled, 0)" in scheduler[1594]

@@ -7,6 +7,7 @@ import pytest
 
 from ascend_operator.api.health import DriftSpec
 from ascend_operator.health.drift import Baseline, StepWindow, busy_windows, detect_drift
+from ascend_operator.health.samples import EngineSample, RankSample
 from bench.traces import long_prefill, steady
 from tests.health.replay import first_drift
 
@@ -88,3 +89,55 @@ def test_disabled_never_fires() -> None:
     base = Baseline(points={8: (0.01,) * 4})
     assert detect_drift(base, windows, now=300, cfg=DriftSpec(enabled=False)).drifted is False
     assert detect_drift(base, windows, now=300, cfg=CFG).drifted is True
+
+
+def prefill_beside_decodes(
+    start: EngineSample, seconds: float, *, decoding: int, chunk_seconds: float, complete_every: float | None = None
+) -> list[EngineSample]:
+    """Long prompts prefilled one after another in 8192-token chunks, one chunk in every step beside
+    `decoding` requests (each step takes `chunk_seconds`): on vLLM 0.25.1 the prefilling request is running
+    but returns nothing, and prompt tokens move only when a prompt completes (every `complete_every` s)."""
+    out, t, steps, gen, accepted, prompt = [], start.t, 0.0, 0.0, 0.0, 0.0
+    last_done = start.t
+    while t < start.t + seconds:
+        t += 5.0
+        steps += 5.0 / chunk_seconds
+        accepted += 5.0 / chunk_seconds * decoding * 0.45 * 7 * 0.3
+        gen = steps * decoding + accepted
+        if complete_every is not None and t - last_done >= complete_every:
+            prompt, last_done = prompt + 524_288, t
+        out.append(
+            replace(
+                start,
+                t=t,
+                running=decoding + 1,
+                iterations=start.iterations + int(steps),
+                generation_tokens=start.generation_tokens + int(gen),
+                spec_accepted=(start.spec_accepted or 0) + int(accepted),
+                prompt_tokens=start.prompt_tokens + prompt,
+            )
+        )
+    return out
+
+
+def test_steps_carrying_a_running_prefill_chunk_are_not_compared() -> None:
+    """An 8192-token chunk in every step beside 8 decodes, no prefill completed yet: no prompt token moved,
+    yet the steps are the chunk's, not the decodes'."""
+    trace = prefill_beside_decodes(steady(5, batch=9)[0], 120, decoding=8, chunk_seconds=2.3)
+    assert busy_windows(trace, window_seconds=30) == []
+
+
+def test_a_stream_of_512k_prompts_beside_decodes_does_not_trigger_after_a_learned_baseline() -> None:
+    warm = steady(1200, batch=9)
+    busy = prefill_beside_decodes(warm[-1], 1800, decoding=8, chunk_seconds=2.3, complete_every=150)
+    assert first_drift(warm + busy, CFG) is None
+
+
+def test_decode_windows_of_a_dp2_pod_are_still_compared() -> None:
+    """The pod's sample sums both ranks' steps and running requests: 2 x 16 decoding is no prefill."""
+    ranks = {"0": RankSample(), "1": RankSample()}
+    trace = [
+        EngineSample(t=t, running=32, iterations=2 * t / 0.0355, generation_tokens=32 * t / 0.0355, ranks=ranks)
+        for t in (0.0, 10.0, 20.0, 30.0)
+    ]
+    assert [w.batch for w in busy_windows(trace, window_seconds=30)] == [32]

@@ -62,6 +62,9 @@ PREFIX_CACHE_QUERIES = Metric(name="vllm:prefix_cache_queries", type=_C, update=
 PREFIX_CACHE_HITS = Metric(name="vllm:prefix_cache_hits", type=_C, update=Update.EVERY_STEP, source=f"{_L}:559")
 NUM_PREEMPTIONS = Metric(name="vllm:num_preemptions", type=_C, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:625")
 PROMPT_TOKENS = Metric(name="vllm:prompt_tokens", type=_C, update=Update.PREFILL_COMPLETE, source=f"{_L}:634")
+# A decoding request adds 1 + its accepted draft tokens per step: the scheduler counts as accepted what it
+# sampled beyond the one token per step (vllm/v1/core/sched/scheduler.py:1593-1595), and a request in chunked
+# prefill adds nothing until its prefill completes. So generated - accepted tokens = request-steps that decoded.
 GENERATION_TOKENS = Metric(
     name="vllm:generation_tokens", type=_C, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:668"
 )
@@ -72,6 +75,8 @@ REQUEST_SUCCESS = Metric(
     labels=(*ENGINE_LABELS, "finished_reason"),
 )
 # Observed with prompt_token_stats.computed + num_generation_tokens of one IterationStats (loggers.py:1168-1171).
+# `computed` too moves only when a prefill completes (stats.py:304-306 from the PrefillStats the first output
+# carries, scheduler.py:1748), so neither its sum nor any other 0.25.1 series counts prefill chunks as they run.
 ITERATION_TOKENS = Metric(
     name="vllm:iteration_tokens_total", type=_H, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:717"
 )

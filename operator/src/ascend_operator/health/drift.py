@@ -7,6 +7,15 @@ step), while the time of one engine step at a given batch size is what a degradi
 decode-dominated (prefill-heavy windows mix in 8192-token chunks and are skipped). The baseline is learned
 per batch size (mean running requests, rounded) after warm-up; unseen batch sizes are interpolated
 between learned neighbours no more than 2x apart, or not judged. Pure.
+
+Prefill in a window: vLLM 0.25.1 exports no count of the prefill tokens a step computes. Prompt tokens, and
+the prompt part of `vllm:iteration_tokens_total`'s sum, are added only when a request's prefill completes
+(vllm/v1/metrics/stats.py:304-306 and 363-366; loggers.py:1168-1171), so a window in which an 8192-token
+chunk runs in every step beside decodes shows no prompt tokens until that prompt is done. What does show:
+the prefilling request is running but returns nothing. Every decoding request returns exactly one token a step
+plus its accepted drafts (vllm/v1/core/sched/scheduler.py:1593-1595), so generated minus accepted tokens are
+the request-steps that decoded, and the running requests beyond them per step are requests in prefill (or
+otherwise returning nothing). Both tests are kept: prompt tokens catch prefills that complete in the window.
 """
 
 import json
@@ -17,10 +26,11 @@ from dataclasses import dataclass, field
 from ascend_operator.api.health import DriftSpec
 from ascend_operator.health.samples import EngineSample
 
-#: Above this many prompt tokens per engine step a window is prefill-dominated and not comparable.
+#: Above this many prompt tokens per engine step (prefills that completed) a window is not comparable.
 MAX_PROMPT_TOKENS_PER_STEP = 256.0
-#: Below this many generated tokens per running request per step a window is prefill-dominated.
-MIN_TOKENS_PER_REQUEST_STEP = 0.5
+#: From this many running requests per engine step that returned no token (a prefill chunk in most steps) a
+#: window is not comparable: one 8192-token chunk makes a step take seconds instead of tens of milliseconds.
+MAX_SILENT_REQUESTS_PER_STEP = 0.5
 #: Interpolate a baseline only between learned batch sizes at most this factor apart.
 MAX_INTERPOLATION_SPAN = 2.0
 
@@ -64,20 +74,35 @@ class DriftFinding:
     ratio: float | None = None
 
 
+def silent_requests_per_step(chunk: Sequence[EngineSample]) -> float:
+    """Running requests per engine step that returned no token over the chunk (requests in prefill).
+
+    Per engine: the sample sums DP ranks' steps, running requests and tokens, so with n balanced ranks a
+    rank's running requests are batch / n and its decoding requests per step are decoded / steps.
+    """
+    first, last = chunk[0], chunk[-1]
+    steps = last.iterations - first.iterations
+    accepted = (last.spec_accepted or 0.0) - (first.spec_accepted or 0.0)
+    decoded = last.generation_tokens - first.generation_tokens - accepted
+    engines = max(1, len(last.ranks))
+    batch = statistics.fmean(s.running for s in chunk)
+    return batch / engines - decoded / steps
+
+
 def step_window(chunk: Sequence[EngineSample]) -> StepWindow | None:
     """The window over these consecutive samples, or None unless it is busy and decode-dominated.
 
-    Busy: requests running at every scrape and steps taken. Decode-dominated: at least half a generated
-    token per running request per step (a lone chunked prefill generates nothing for many steps, and its
-    8192-token chunks take seconds, not milliseconds), and few prompt tokens per step.
+    Busy: requests running at every scrape and steps taken. Decode-dominated: fewer than half a running
+    request per step returned nothing (a request in chunked prefill returns nothing until its prefill is
+    done, while its 8192-token chunks make each step take seconds), and few prompt tokens per step (prefills
+    that completed).
     """
     steps = chunk[-1].iterations - chunk[0].iterations
     if len(chunk) < 2 or steps <= 0 or any(s.running <= 0 for s in chunk):
         return None
     batch = statistics.fmean(s.running for s in chunk)
-    generated = chunk[-1].generation_tokens - chunk[0].generation_tokens
     prompt = chunk[-1].prompt_tokens - chunk[0].prompt_tokens
-    if generated / (steps * batch) < MIN_TOKENS_PER_REQUEST_STEP or prompt / steps > MAX_PROMPT_TOKENS_PER_STEP:
+    if silent_requests_per_step(chunk) >= MAX_SILENT_REQUESTS_PER_STEP or prompt / steps > MAX_PROMPT_TOKENS_PER_STEP:
         return None
     return StepWindow(t_end=chunk[-1].t, batch=round(batch), step_seconds=(chunk[-1].t - chunk[0].t) / steps)
 
