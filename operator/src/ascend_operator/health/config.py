@@ -9,16 +9,16 @@ spec-decode series and the number of their `position` labels; block size and mem
 Block size: the label is not `--block-size` but what vLLM resolves after building the KV cache, the smallest
 block size of the model's KV cache groups (contract.metrics.BLOCK_SIZE_REPORTED_SOURCE). DeepSeek-V4 on
 vllm-ascend 0.25.1rc1 has groups of 128, 128, 8 and 32 tokens at `--block-size 128`, so it reports 8. A model
-with one attention group reports the flag unchanged: the CPU engine's tiny Llama does, as vllm/platforms/cpu.py
-:119-126 keeps a given block size (128 only when none is given; not a multiple of 32 merely warns) and its
-attention kernel takes any multiple of 16 (vllm/v1/attention/backends/cpu_attn.py:55-56). The expected value is therefore
-computed only for a model type whose group sizes the contract holds (the profile's `model_type`, on the
-contract's engine version). For any other model it cannot be predicted: smaller groups lower it (as on
-DeepSeek-V4), mamba hybrids raise it to fit their state pages (vllm_ascend/patch/platform/
-patch_mamba_config.py:102-103), vllm-ascend rewrites it to 128 on other models (additional_config.py).
-A guessed value would hold healthy pods out as ConfigMismatch forever, so for those models only what is certain
-is checked: that `--block-size` reached the engine (`user_specified_block_size`, for every model), which is
-what a truncated command line breaks.
+with one attention group reports the flag unchanged: the CPU engine's tiny Llama does, as
+vllm/platforms/cpu.py:119-126 keeps a given block size (128 only when none is given; not a multiple of 32
+merely warns) and its attention kernel takes any multiple of 16 (vllm/v1/attention/backends/cpu_attn.py:55-56).
+The expected value is therefore computed only for a model type whose group sizes the contract holds (the profile's
+`model_type`, on the contract's engine version). For any other model it cannot be predicted: smaller groups lower
+it (as on DeepSeek-V4), mamba hybrids raise it to fit their state pages
+(vllm_ascend/patch/platform/patch_mamba_config.py:102-103), vllm-ascend rewrites it to 128 on other models
+(additional_config.py). A guessed value would hold healthy pods out as ConfigMismatch forever, so for those models
+only what is certain is checked: that `--block-size` reached the engine (`user_specified_block_size`, for every
+model), which is what a truncated command line breaks.
 """
 
 from collections.abc import Mapping
