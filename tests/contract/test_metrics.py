@@ -168,3 +168,28 @@ def test_no_series_counts_prefill_chunks_as_they_run() -> None:
     scheduler = read_upstream("vllm/v1/core/sched/scheduler.py").splitlines()
     assert "prefill_stats=request.take_prefill_stats()," in scheduler[1747]
     assert "num_accepted = max(len(generated_token_ids) - num_sampled, 0)" in scheduler[1594]
+
+
+def test_a_client_abort_never_reaches_request_success() -> None:
+    """The bench counts client aborts itself: AsyncLLM.abort drops the request in the output processor, whose
+    only path to the finished-request stats (and so to vllm:request_success) is process_outputs."""
+    tree = ast.parse(read_upstream("vllm/v1/engine/output_processor.py"))
+    methods = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    callers = sorted(
+        name
+        for name, fn in methods.items()
+        for call in ast.walk(fn)
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "self._update_stats_from_finished"
+    )
+    assert callers == ["process_outputs"]
+    abort = ast.unparse(methods["abort_requests"])
+    assert "self.request_states.pop(request_id, None)" in abort
+    assert "finish_reason=FinishReason.ABORT" in abort  # the client's own final output, nothing recorded
+    process = ast.get_source_segment(read_upstream("vllm/v1/engine/output_processor.py"), methods["process_outputs"])
+    assert process is not None
+    assert "# Ignore output for already-aborted request." in process  # the engine core's later outputs
+    llm = read_upstream("vllm/v1/engine/async_llm.py")
+    assert "await self.abort(q.request_id, internal=True)" in llm
+    assert "self.output_processor.abort_requests(request_ids, internal)" in llm
+    loggers = read_upstream("vllm/v1/metrics/loggers.py")
+    assert "for finished_request in iteration_stats.finished_requests:" in loggers

@@ -203,6 +203,30 @@ def test_prompt_off_its_requested_length_fails() -> None:
 def test_failed_request_and_missing_engine_count_fail() -> None:
     records = [rec(0), rec(1), rec(2), rec(3, ok=False, error="HTTP 500: boom")]
     point = summarize(batch(records, after=after(success=13)), Thresholds())
+    assert failed_checks(point) == ["requests_succeeded"]  # the engine finished the 3 the client saw complete
+    point = summarize(batch(records, after=after(success=12)), Thresholds())
+    assert failed_checks(point) == ["requests_succeeded", "engine_finished"]
+
+
+def test_a_client_abort_is_counted_by_the_client_not_expected_from_the_engine() -> None:
+    """vLLM 0.25.1 never counts a request the client gave up on in vllm:request_success: the engine's count
+    equal to the completed requests is right, and the abort shows as the client's."""
+    records = [rec(0), rec(1), rec(2), rec(3, ok=False, error="TimeoutError: ", aborted=True)]
+    point = summarize(batch(records, after=after(success=13)), Thresholds())
+    assert failed_checks(point) == ["requests_succeeded"]
+    assert point["aborted"] == 1
+    detail = next(c["detail"] for c in point["checks"] if c["name"] == "engine_finished")
+    assert detail == (
+        "engine finished 3 (length: 3) of the 3 the client saw complete; 1 aborted by the client, which vLLM "
+        "does not count"
+    )
+
+
+def test_an_engine_counting_more_than_the_client_saw_complete_fails() -> None:
+    """A finished request the client never saw complete (e.g. an engine that counts client aborts, or an
+    engine error after the stream broke) is not taken as a success."""
+    records = [rec(0), rec(1), rec(2), rec(3, ok=False, error="TimeoutError: ", aborted=True)]
+    point = summarize(batch(records, after=after(success=14)), Thresholds())
     assert failed_checks(point) == ["requests_succeeded", "engine_finished"]
 
 

@@ -16,7 +16,8 @@ Result JSON (`result.json`, schema `bench.ascend.dev/v1`):
   `cache_config` (the labels of `vllm:cache_config_info`: the engine's effective CacheConfig), `clock`
   (`wall`, or `aissim` whose figures are its scaled engine seconds) and `time_scale`, `model` (the one
   asked), `calibration` (characters per token and the probe requests that measured it).
-- `points[]`: `endpoint`, `label`, `concurrency`, `context`, `requests`, `succeeded`, `output_tok_s`
+- `points[]`: `endpoint`, `label`, `concurrency`, `context`, `requests`, `succeeded`, `aborted` (given up
+  by the client on its timeout; vLLM does not count these), `output_tok_s`
   (engine generated-token delta per second), `engine` {`ttft_mean_s`, `ttft_p50_s`, `ttft_p99_s`,
   `tpot_mean_s` (histogram deltas), `finished`, `finished_length`, `prefix_cache_queries`,
   `prefix_cache_hits`, `prefix_cache_hit_rate`, `preemptions`, `kv_peak`, `running_peak`}, `client`

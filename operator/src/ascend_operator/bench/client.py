@@ -144,7 +144,13 @@ class Endpoint:
                             gap = max(gap, now - last)
                         last = now
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return record(ok=False, error=f"{type(exc).__name__}: {exc}", latency_s=time.monotonic() - t0)
+            # On our timeout the session closes the connection: vLLM aborts the request (async_llm.py:591-593).
+            return record(
+                ok=False,
+                error=f"{type(exc).__name__}: {exc}",
+                latency_s=time.monotonic() - t0,
+                aborted=isinstance(exc, TimeoutError),
+            )
         end = time.monotonic()
         if usage is None:
             return record(ok=False, error="the stream ended without usage", latency_s=end - t0)

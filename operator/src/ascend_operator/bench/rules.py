@@ -8,8 +8,10 @@ figures and checks:
 - `requests_succeeded`: every request answered 200 with usage (pitfall 4: never the exit code alone).
 - `fixed_output`: every completion has exactly the asked `max_tokens` (sent with `ignore_eos`; pitfall 3).
 - `prompt_length`: the engine-counted prompt is within the tolerance of the requested length.
-- `engine_finished`: the engine's `vllm:request_success` grew by exactly the requests sent, all with
-  finished_reason `length` (no stop, no abort).
+- `engine_finished`: the engine's `vllm:request_success` grew by exactly the requests the client saw
+  complete, all with finished_reason `length` (no stop, no error). A request the client gave up on is
+  counted here on the client side (`aborted`): vLLM 0.25.1 never counts a client abort in that counter
+  (contract.metrics.REQUEST_SUCCESS; vllm/v1/engine/output_processor.py:450-507).
 - `no_engine_restart`: both scrapes answered and no counter went down (a restart resets them).
 - `prefix_cache_clean`: the prefix-cache hit delta (`hits / queries` between the scrapes) is near zero
   (pitfall 1: a reused prompt makes TTFT absurdly fast).
@@ -51,6 +53,7 @@ class RequestRecord:
     latency_s: float = 0.0
     decode_s: float | None = None  # first content chunk -> last content chunk
     max_gap_s: float = 0.0  # longest silence between content chunks
+    aborted: bool = False  # the client gave up (its timeout) and closed the stream: vLLM aborts it uncounted
 
 
 @dataclass(frozen=True)
@@ -235,11 +238,13 @@ def checks(batch: Batch, figures: Mapping[str, Any], thresholds: Thresholds) -> 
         )
     )
     finished, by_length = figures["finished"], figures["finished_length"]
+    aborted = sum(r.aborted for r in records)
     out.append(
         Check(
             "engine_finished",
-            finished == len(records) and by_length == len(records),
-            f"engine finished {finished} (length: {by_length}) of {len(records)} sent",
+            finished == len(ok) and by_length == len(ok),
+            f"engine finished {finished} (length: {by_length}) of the {len(ok)} the client saw complete"
+            + (f"; {aborted} aborted by the client, which vLLM does not count" if aborted else ""),
         )
     )
     rate = figures["prefix_cache_hit_rate"]
@@ -267,6 +272,7 @@ def summarize(batch: Batch, thresholds: Thresholds) -> dict[str, Any]:
         "context": batch.context,
         "requests": len(batch.records),
         "succeeded": sum(r.ok for r in batch.records),
+        "aborted": sum(r.aborted for r in batch.records),
         "output_tok_s": _r(tok_s, 2),
         "engine": {**engine, "kv_peak": _r(batch.kv_peak), "running_peak": batch.running_peak},
         "client": client_figures(batch.records, batch.clock),

@@ -4,7 +4,8 @@ Why this module exists: every scenario (sweep, prefill, mixed, A/B) measures the
 written once: a snapshot of /metrics (and of aissim's engine clock) before, a closed loop of C workers
 over a fixed list of planned requests, a sampler that keeps the KV-usage and running peaks, a snapshot
 after. The scrapes bracket only the planned requests (calibration probes come before), so the engine's
-finished-request delta must equal the plan exactly.
+finished-request delta must equal the planned requests the client saw complete exactly (vLLM does not count
+the ones the client gave up on).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ class Update(StrEnum):
     PREFILL_COMPLETE = "prefill_complete"
     """When a request's prefill completes and its first token is output (stats.py:365-366)."""
     REQUEST_FINISHED = "request_finished"
-    """When a request finishes (loggers.py record of finished requests)."""
+    """When the frontend sees a request finish in an engine output (loggers.py:1184-1187); never on a client
+    abort (output_processor.py:450-507)."""
     STARTUP = "startup"
     """Once, when the engine is initialised (log_metrics_info, loggers.py:1039-1061)."""
 
@@ -68,8 +69,13 @@ PROMPT_TOKENS = Metric(name="vllm:prompt_tokens", type=_C, update=Update.PREFILL
 GENERATION_TOKENS = Metric(
     name="vllm:generation_tokens", type=_C, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:668"
 )
-# One series per FinishReason (stop, length, abort, error, repetition), so aborted requests count too
-# (loggers.py:676-689); the bench compares the engine's finished count with its own.
+# One series per FinishReason (stop, length, abort, error, repetition; loggers.py:676-689), but a request the
+# client abandons never reaches it: on a disconnect AsyncLLM.abort (async_llm.py:591-593, 709-718) drops the
+# request's state in OutputProcessor.abort_requests (output_processor.py:450-507) without the finished-request
+# stats, which only process_outputs records (output_processor.py:669-686 -> 795-817), and later outputs of the
+# request are ignored (output_processor.py:608-611). `abort` counts only aborts the engine core itself sends
+# (core.py:1727). The bench counts client aborts itself and expects the engine's count to equal the requests
+# its client saw complete.
 REQUEST_SUCCESS = Metric(
     name="vllm:request_success", type=_C, update=Update.REQUEST_FINISHED, source=f"{_L}:678",
     labels=(*ENGINE_LABELS, "finished_reason"),
