@@ -53,6 +53,38 @@ def test_the_known_flag_set_is_exactly_vllm_serves() -> None:
     assert not wrong, f"forms differ (contract, upstream): {wrong}"
 
 
+@pytest.mark.parametrize(
+    ("spelling", "form", "declared"),
+    [
+        # `**mamba_kwargs["enable_stochastic_rounding"]`: MambaConfig's field, `bool` (vllm/config/mamba.py:39)
+        ("--enable-mamba-cache-stochastic-rounding", "bool", "vllm/engine/arg_utils.py:934"),
+        ("--no-enable-mamba-cache-stochastic-rounding", "bool", "vllm/engine/arg_utils.py:934"),
+        # HfOverrides = dict[str, Any] | Callable[...] (vllm/config/model.py:91): union_dict_and_str, JSON
+        ("--hf-overrides", "json", "vllm/engine/arg_utils.py:856"),
+        # MultiModalConfig.limit_per_prompt: MMDummyOptions = dict[...] (vllm/config/multimodal.py:64,80)
+        ("--limit-mm-per-prompt", "json", "vllm/engine/arg_utils.py:1244"),
+        # ModelConfig.quantization_config: dict | QuantizationConfigArgs (a @config class) | None (model.py:208)
+        ("--quantization-config", "json", "vllm/engine/arg_utils.py:825"),
+    ],
+)
+def test_form_is_the_config_fields_that_get_kwargs_reads(spelling: str, form: str, declared: str) -> None:
+    """add_argument spreads `get_kwargs(SomeConfig)["field"]`: the form follows that config class's field
+    type, aliases spelled out, in _compute_kwargs' order (arg_utils.py:331-385), not EngineArgs' hint."""
+    got = serve_flags()[spelling]
+    assert (got.form, got.where) == (form, declared)
+    assert F.BY_SPELLING[spelling].form.value == form
+
+
+def test_dotted_keys_reach_every_dict_typed_flag() -> None:
+    """FlexibleArgumentParser turns any `--x.k v` into `--x '{"k": v}'` (argparse_utils.py:388-424); the
+    JSON the dict-typed flags parse accepts it."""
+    text = read_upstream("vllm/utils/argparse_utils.py")
+    assert "processed_args.append(json.dumps(dict_value))" in text
+    for dotted in ("--hf-overrides.rope_scaling.factor", "--limit-mm-per-prompt.image=2", "--quantization_config.x"):
+        assert F.option_name(dotted) == dotted.split(".")[0].replace("_", "-")
+    assert F.unknown_options(["--no-enable-mamba-cache-stochastic-rounding", "--hf-overrides.a", "1"]) == []
+
+
 def test_spec_shorthands_write_the_speculative_config() -> None:
     text = read_upstream("vllm/engine/arg_utils.py")
     merge = text[text.index("def create_speculative_config(") :][:1500]

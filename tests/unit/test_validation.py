@@ -161,6 +161,42 @@ def test_unknown_extra_arg_is_refused_naming_the_flag() -> None:
     assert "--seed" not in unknown[0].message.split("unknown:")[1]
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--no-enable-mamba-cache-stochastic-rounding"],  # BooleanOptional (MambaConfig.enable_stochastic_rounding)
+        ["--enable-mamba-cache-stochastic-rounding"],
+        ["--hf-overrides.rope_scaling.factor", "4"],  # dotted keys of a dict-typed flag
+        ["--hf-overrides.max_position_embeddings=65536"],
+        ["--hf_overrides", '{"max_position_embeddings": 65536}'],
+        ["--limit-mm-per-prompt.image", "2"],
+        ["--limit-mm-per-prompt.video=0"],
+        ["--quantization-config.ignore+", "lm_head"],
+        ["--quantization-config", "{}"],
+    ],
+)
+def test_forms_vllm_accepts_pass(extra: list[str]) -> None:
+    """vLLM 0.25.1's FlexibleArgumentParser accepts these (vllm/utils/argparse_utils.py:388-424)."""
+    findings = [f for f in validate_spec(parse_spec(_body(extraArgs=extra))) if f.field == "spec.engine.extraArgs"]
+    assert findings == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--no-such-flag"], "--no-such-flag"),
+        (["--no-hf-overrides"], "--no-hf-overrides"),  # a dict flag has no --no- twin
+        (["--port.x", "1"], "--port.x"),  # dotted keys on an int flag: argparse refuses the JSON
+        (["--no-limit-mm-per-prompt"], "--no-limit-mm-per-prompt"),
+    ],
+)
+def test_unknown_flag_is_refused_naming_the_field_and_the_rule(extra: list[str], named: str) -> None:
+    (finding,) = [f for f in validate_spec(parse_spec(_body(extraArgs=extra))) if f.field == "spec.engine.extraArgs"]
+    assert finding.rule == "ExtraArgsUnknownFlag"
+    assert str(finding).startswith("error: spec.engine.extraArgs: ")
+    assert str(finding).endswith(f"(unknown: {named}) [ExtraArgsUnknownFlag]")
+
+
 def test_engine_version_is_the_escape_hatch_for_newer_flags() -> None:
     newer = _body(extraArgs=["--flag-of-vllm-0-30"], engineVersion="0.30.0")
     assert "ExtraArgsUnknownFlag" not in _rules(newer)
