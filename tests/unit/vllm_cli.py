@@ -1,14 +1,18 @@
-"""An independent reading of `vllm serve` command lines, for tests.
+"""A reading of `vllm serve` command lines with argparse, for tests.
 
 It declares the flags the way vLLM's argparse does (BooleanOptionalAction for switches, JSON for config
 flags, `--flag=value` and `--flag value` both accepted) so that rendered args are checked by parsing them,
-not by comparing them with the renderer's own strings. The flag set and forms come from the engine
-contract, which tests/contract/ holds against vLLM 0.25.1's own argparse definitions.
+not by comparing them with the renderer's own strings. The unit tier declares the flags from the engine
+contract (`contract_declarations`), which is the renderer's own source of flags: there it proves the
+renderer and its contract agree. The contract tier declares them from vLLM 0.25.1's sources instead
+(tests/contract/test_rendered_args.py), which is what proves a rendered command is one vLLM accepts.
 """
 
 import argparse
 import json
 import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,33 +20,51 @@ from ascend_operator.contract import flags as F
 from ascend_operator.contract.flags import Form
 
 
-def serve_parser() -> argparse.ArgumentParser:
-    """Every vLLM 0.25.1 `vllm serve` option, declared from the engine contract (itself held against
-    vLLM's sources by tests/contract/): a rendered flag vLLM would not accept shows up as unknown."""
+@dataclass(frozen=True)
+class Declaration:
+    """One argparse option: its option strings (long name first), destination, form and value type."""
+
+    spellings: tuple[str, ...]
+    dest: str
+    form: Form
+    value_type: type = str
+
+
+def contract_declarations() -> list[Declaration]:
+    """Every `vllm serve` option as the engine contract declares it."""
+    out = [
+        Declaration((f.name, *f.aliases), f.name[2:].replace("-", "_"), f.form, f.value_type) for f in F.ALL.values()
+    ]
+    shorthands = [s for f in F.TYPED for s in f.shorthands]
+    return out + [Declaration((s,), s[2:].replace("-", "_"), Form.VALUE) for s in shorthands]
+
+
+def serve_parser(declarations: Iterable[Declaration] | None = None) -> argparse.ArgumentParser:
+    """A `vllm serve` parser over `declarations` (default: the engine contract's): a rendered flag the
+    declarations do not hold shows up as unknown."""
     p = argparse.ArgumentParser(prog="vllm serve", exit_on_error=False)
     p.add_argument("model")
-    for flag in F.ALL.values():
-        names = [flag.name, *flag.aliases]
-        if flag.form is Form.BOOL:
-            p.add_argument(*names, action=argparse.BooleanOptionalAction, default=None)
-        elif flag.form is Form.STORE_TRUE:
-            p.add_argument(*names, action="store_true", default=None)
-        elif flag.form is Form.OPTIONAL:
-            p.add_argument(*names, nargs="?", const=True)
-        elif flag.form is Form.JSON:
-            p.add_argument(*names, type=json.loads)
+    for decl in contract_declarations() if declarations is None else declarations:
+        names, dest = decl.spellings, decl.dest
+        if decl.form is Form.BOOL:
+            p.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction, default=None)
+        elif decl.form is Form.STORE_TRUE:
+            p.add_argument(*names, dest=dest, action="store_true", default=None)
+        elif decl.form is Form.OPTIONAL:
+            p.add_argument(*names, dest=dest, nargs="?", const=True)
+        elif decl.form is Form.JSON:
+            p.add_argument(*names, dest=dest, type=json.loads)
         else:
-            p.add_argument(*names, type=flag.value_type)
-    for flag in F.TYPED:
-        for short in flag.shorthands:
-            p.add_argument(short)
+            p.add_argument(*names, dest=dest, type=decl.value_type)
     return p
 
 
-def parse_serve(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
+def parse_serve(
+    args: list[str], declarations: Iterable[Declaration] | None = None
+) -> tuple[argparse.Namespace, list[str]]:
     """Parse args after `vllm` (starting with `serve`); returns known settings and unknown extras."""
     assert args[0] == "serve", args
-    return serve_parser().parse_known_args(args[1:])
+    return serve_parser(declarations).parse_known_args(args[1:])
 
 
 def read_shell_profile(path: Path) -> tuple[dict[str, str], list[str]]:
