@@ -6,7 +6,9 @@ hack/test.sh starts those builds in the background before pytest (hack/build-k8s
 the control plane, then kube-score, promtool and LWS). Tests run in tiers by what they wait for: the suites
 that need nothing, then the offline chart tests (helm), the Ansible suite (its roots are ready sooner), the
 tests on a cluster (the core set), then the promtool and kube-score tests, and the multi-node tests (LWS)
-last, so both cores stay busy instead of idling on a build while tests that could run wait behind it.
+last, so both cores stay busy instead of idling on a build while tests that could run wait behind it. The
+real engine (hack/real-vllm.sh, stage `vllm`: vLLM 0.25.1 on CPU, network-bound) installs beside the Go
+builds; its tests (tests/real, tests/fidelity) run in the tier of promtool and kube-score.
 
 Why the wait is here: a test's tools are waited for (or built) in a wrapper around the whole test protocol,
 before pytest-timeout's per-test timer starts, so a cold build is not cut short by the 600 s test timeout;
@@ -26,7 +28,7 @@ import pytest
 
 from tests.e2e.cluster import ToolBuildError, build_tools
 
-pytest_plugins = ["tests.e2e.fixtures", "tests.e2e.operator_fixtures"]
+pytest_plugins = ["tests.e2e.fixtures", "tests.e2e.operator_fixtures", "tests.real.engines"]
 
 #: Fixture -> (hack/build-k8s.sh stage it needs, environment variable that supplies it instead).
 STAGE_BY_FIXTURE = {
@@ -35,11 +37,12 @@ STAGE_BY_FIXTURE = {
     "gie_crd": ("gie-crds", "AIS_GIE_CRD"),
     "kube_score": ("kube-score", "AIS_KUBE_SCORE"),
     "lws": ("lws", "AIS_E2E_KUBECONFIG"),
+    "real_vllm": ("vllm", "AIS_VLLM_PYTHON"),
 }
 #: `@pytest.mark.tools(STAGE)` for a test that runs a tool without a fixture; its override variable.
 OVERRIDE_BY_STAGE = {"promtool": "AIS_PROMTOOL", "kube-score": "AIS_KUBE_SCORE", "helm": "AIS_HELM"}
 #: Tiers, in run order: what a test waits for decides when it runs (see the module docstring).
-TIER_BY_STAGE = {"helm": 1, "core": 3, "gie-crds": 3, "kube-score": 4, "promtool": 4, "lws": 5}
+TIER_BY_STAGE = {"helm": 1, "core": 3, "gie-crds": 3, "kube-score": 4, "promtool": 4, "vllm": 4, "lws": 5}
 ANSIBLE_TIER = 2
 
 

@@ -14,6 +14,9 @@ cd "$root"
 prefetch_log="$(mktemp -t ais-prefetch.XXXXXX)"
 bash hack/build-k8s.sh all >/dev/null 2>>"$prefetch_log" &
 prefetch=($!)
+# The real engine (vLLM 0.25.1 on CPU, ~5 GB of wheels) downloads beside the CPU-bound Go builds.
+bash hack/real-vllm.sh >/dev/null 2>>"$prefetch_log" &
+prefetch+=($!)
 for arch in arm64 amd64; do
   bash hack/ansible-root.sh "$arch" >/dev/null 2>>"$prefetch_log" &
   prefetch+=($!)

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster"
 BUILD_K8S = ROOT / "hack" / "build-k8s.sh"
+#: The real engine's install (vLLM 0.25.1 on CPU): the `vllm` stage, whose last line is its Python.
+REAL_VLLM = ROOT / "hack" / "real-vllm.sh"
 # lws-controller runs only once `hack/local-cluster lws` started it (tests/e2e/test_multinode.py); when it
 # did, `down` must stop it like the rest.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "lws-controller")
@@ -188,7 +190,8 @@ _failed: dict[tuple[str, ...], str] = {}
 
 def build_tools(*stages: str, timeout: float | None = None) -> Path:
     """Build, wait for, or find cached the tools of `stages` (hack/build-k8s.sh's; default `core`: etcd,
-    Kubernetes, KWOK, Helm, the GIE CRD); return their bin directory.
+    Kubernetes, KWOK, Helm, the GIE CRD); return their bin directory. The stage `vllm` alone is the real
+    engine's install (hack/real-vllm.sh) and returns its Python.
 
     Another invocation building a tool (hack/test.sh's background `all`) holds that tool's lock; the
     script then waits for it, up to `timeout` seconds (TOOL_WAIT_SECONDS by default). A stage that failed
@@ -201,14 +204,15 @@ def build_tools(*stages: str, timeout: float | None = None) -> Path:
         raise ToolBuildError(_failed[key])
     limit = TOOL_WAIT_SECONDS if timeout is None else timeout
     # Its own session, so a timeout stops the script and the go build under it (by this process's id).
-    proc = subprocess.Popen(["bash", str(BUILD_K8S), *key], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    script = REAL_VLLM if key == ("vllm",) else BUILD_K8S
+    proc = subprocess.Popen(["bash", str(script), *key], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
         _failed[key] = (
-            f"hack/build-k8s.sh {' '.join(key)} did not finish within {limit:.0f}s (a cold build of the core set "
+            f"{script.name} {' '.join(key)} did not finish within {limit:.0f}s (a cold build of the core set "
             "takes ~26 min and LWS up to 29 min on 2 cores; AIS_TOOL_WAIT_SECONDS sets the wait)"
         )
         raise ToolBuildError(_failed[key]) from None
@@ -217,7 +221,7 @@ def build_tools(*stages: str, timeout: float | None = None) -> Path:
         proc.wait()
         raise
     if proc.returncode != 0:
-        _failed[key] = f"hack/build-k8s.sh {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
+        _failed[key] = f"{script.name} {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
         raise ToolBuildError(_failed[key])
     _built[key] = Path(out.strip().splitlines()[-1])
     return _built[key]

@@ -148,7 +148,8 @@ def real_engine(python: str, cache: Path) -> Launcher:
     from aissim import realengine
 
     def launch(target: Target, secret_env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        argv = realengine.command(python, target.args, host=target.ip, port=target.port, cache=cache)
+        drop = realengine.drop_args(os.environ)
+        argv = realengine.command(python, target.args, host=target.ip, port=target.port, cache=cache, drop=drop)
         return argv, realengine.environment(os.environ, secret_env)
 
     return launch

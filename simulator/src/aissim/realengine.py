@@ -70,14 +70,18 @@ class Untranslatable(ValueError):
     """The pod's args ask for something the CPU engine cannot stand in for."""
 
 
-def translate(args: Sequence[str], *, model_dir: Path, host: str, port: int) -> list[str]:
-    """`serve MODEL flags...` (the pod's args after `vllm`) -> the API server's args (`--model` first)."""
+def translate(args: Sequence[str], *, model_dir: Path, host: str, port: int, drop: Sequence[str] = ()) -> list[str]:
+    """`serve MODEL flags...` (the pod's args after `vllm`) -> the API server's args (`--model` first).
+
+    `drop`: flags to lose with their values, the harness's `drop-args` fault (AIS_SIM_DROP_ARGS, as for the
+    simulator): the seed's lost continuation line, on the real engine."""
     if list(args[:1]) != ["serve"] or len(args) < 2:
         raise Untranslatable(f"not a `vllm serve MODEL ...` command: {list(args[:2])}")
     group = [f for f in GROUP_FLAGS if f in args]
     if group:
         raise Untranslatable(f"a multi-node group member ({', '.join(group)}): the real tier runs single-node pods")
     rules = {r.flag: r for r in RULES}
+    rules |= {f: Rule(f, not _is_switch(f, args), DROP, "drop-args fault") for f in drop}
     out = ["--model", str(model_dir)]
     rest = list(args[2:])
     i = 0
@@ -102,6 +106,17 @@ def translate(args: Sequence[str], *, model_dir: Path, host: str, port: int) -> 
 API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
+def _is_switch(flag: str, args: Sequence[str]) -> bool:
+    """A flag given without a value (`--enable-x`, or last): the next token is another flag."""
+    at = list(args).index(flag) if flag in args else -1
+    return at < 0 or at + 1 >= len(args) or args[at + 1].startswith("--")
+
+
+def drop_args(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The drop-args fault's flags from the environment (AIS_SIM_DROP_ARGS, comma-separated)."""
+    return tuple(f.strip() for f in env.get("AIS_SIM_DROP_ARGS", "").split(",") if f.strip())
+
+
 def find_python() -> str:
     """The Python of the real engine's install: $AIS_VLLM_PYTHON (the path hack/real-vllm.sh prints)."""
     given = os.environ.get("AIS_VLLM_PYTHON")
@@ -112,10 +127,12 @@ def find_python() -> str:
     return given
 
 
-def command(python: str, args: Sequence[str], *, host: str, port: int, cache: Path) -> list[str]:
+def command(
+    python: str, args: Sequence[str], *, host: str, port: int, cache: Path, drop: Sequence[str] = ()
+) -> list[str]:
     """The full command line of one real engine (the tiny model made under `cache` if missing)."""
     model = tinymodel.ensure(cache)
-    return [python, "-m", API_SERVER, *translate(args, model_dir=model, host=host, port=port)]
+    return [python, "-m", API_SERVER, *translate(args, model_dir=model, host=host, port=port, drop=drop)]
 
 
 def environment(base: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,329 @@
+"""The operator judged against the real engine: vLLM 0.25.1 on CPU, at its own speed, on the local control plane.
+
+Why: every health claim (canary readiness, the effective-config check, the stall detector, drains) was proven
+against `aissim`, written beside the operator. Here `aissim attach --engine vllm` gives each engine pod the
+real engine (a tiny model, the pod's own args through aissim/realengine.py's table), and the operator runs as
+users run it. Health settings are the defaults except the startup grace (a real engine starts in 45-100 s on
+2 cores), roll limits (several rolls in one test) and, where a test says so, a shorter stall window.
+
+Figures (time to Ready, SIGSTOP -> roll, prefill and drain seconds) are printed for the closing notes; the
+assertions are the behaviour a user relies on. At most two real engines run at once (a hung one and its
+successor), ~3.7 GB each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import random
+import signal
+import string
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.operator_fixtures import (
+    AISSIM,
+    MODEL,
+    AddNodes,
+    Proc,
+    ais,
+    condition,
+    example,
+    gate,
+    label_nodes,
+    live_pod,
+    start,
+)
+from tests.real.engines import engine_group, gauges, get, process
+
+pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.timeout(1500)]
+
+KEY = "real-engine-key"
+#: Default health but a startup grace that covers a real engine's start and room for several rolls.
+HEALTH: dict[str, Any] = {"startupGraceSeconds": 300, "rolls": {"maxPerHour": 20, "cooldownSeconds": 0}}
+READY_TIMEOUT = 300.0
+#: The target for a hung engine: rolled within this many seconds after its progress stopped (issue 27).
+ROLL_TARGET_SECONDS = 45.0
+
+
+@pytest.fixture
+def attach_real(cluster: Cluster, namespace: str, tmp_path: Path, real_vllm: str) -> Iterator[Callable[..., Proc]]:
+    """`attach_real(**env)`: `aissim attach --engine vllm` for this test's namespace; stopped (with every
+    engine's process group) at teardown."""
+    started: list[Proc] = []
+
+    def run(**env: str) -> Proc:
+        args = ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.5"]
+        args += ["--engine", "vllm", "--vllm-python", real_vllm]
+        proc = start(
+            args, program=AISSIM, log=tmp_path / "attach.log", env={"KUBECONFIG": str(cluster.kubeconfig), **env}
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:
+        proc.stop()
+
+
+def real_service(namespace: str, *, health: dict[str, Any], auth: bool = False, **engine: Any) -> dict[str, Any]:
+    """The production example without DSpark (the CPU engine has no draft head; the config check would
+    rightly call it off), with `engine` fields merged."""
+    body = example("svc", node_label=namespace)
+    body["spec"]["engine"].pop("speculative")
+    body["spec"]["engine"].update(engine)
+    body["spec"]["health"] = health
+    if auth:
+        body["spec"]["auth"] = {"apiKeySecretRef": {"name": "engine-key", "key": "token"}}
+    return body
+
+
+def create_key(cluster: Cluster, namespace: str) -> None:
+    data = base64.b64encode(KEY.encode()).decode()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "engine-key"}, "data": {"token": data}}
+    cluster.apply(secret, namespace=namespace)
+
+
+def ready(cluster: Cluster, namespace: str) -> bool:
+    return condition(ais(cluster, namespace, "svc"), "Ready") == ("True", "AllReplicasReady")
+
+
+def serving_pod(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    pod = live_pod(cluster, namespace, "svc")
+    assert pod is not None
+    return pod
+
+
+def base_of(pod: dict[str, Any]) -> str:
+    return f"http://{pod['status']['podIP']}:8000"
+
+
+def prompt(tokens: int) -> str:
+    """`tokens` prompt tokens on the tiny model's byte-level tokenizer; random, so no prefix cache hits."""
+    return "".join(random.choices(string.ascii_letters, k=tokens))
+
+
+def request(base: str, body: dict[str, Any], *, key: str | None = None, out: dict[str, Any] | None = None) -> None:
+    """One completion; `out` gets its status, body and seconds."""
+
+    async def go() -> None:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        t0 = time.monotonic()
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as session,
+            session.post(f"{base}/v1/completions", json={"model": MODEL, **body}, headers=headers) as resp,
+        ):
+            result = {"status": resp.status, "body": await resp.json(content_type=None)}
+        if out is not None:
+            out.update(result, seconds=time.monotonic() - t0)
+
+    asyncio.run(go())
+
+
+def in_thread(fn: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=fn, daemon=True)
+    thread.start()
+    return thread
+
+
+def clients(base: str, body: dict[str, Any], *, count: int, stop: threading.Event, key: str | None) -> threading.Thread:
+    """Closed-loop clients until `stop` (errors, e.g. the engine going away, only slow them down)."""
+
+    async def go() -> None:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
+            async def one() -> None:
+                while not stop.is_set():
+                    try:
+                        async with session.post(
+                            f"{base}/v1/completions", json={"model": MODEL, **body}, headers=headers
+                        ) as resp:
+                            await resp.read()
+                    except (aiohttp.ClientError, TimeoutError):
+                        await asyncio.sleep(0.5)
+
+            await asyncio.gather(*(one() for _ in range(count)))
+
+    return in_thread(lambda: asyncio.run(go()))
+
+
+def watch_gate(
+    cluster: Cluster, namespace: str, seconds: float, *, until: Callable[[], bool] | None = None
+) -> list[str]:
+    """The pod's readiness gate once a second for `seconds` (or until `until()`)."""
+    seen, t0 = [], time.monotonic()
+    while time.monotonic() - t0 < seconds and not (until and until()):
+        pod = live_pod(cluster, namespace, "svc")
+        seen.append(gate(pod) if pod else "no pod")
+        time.sleep(1.0)
+    return seen
+
+
+def roll_of(cluster: Cluster, namespace: str, uid: str) -> dict[str, Any] | None:
+    """The service's roll record of the pod `uid`, None until there is one."""
+    rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
+    return next((r for r in rolls if r["uid"] == uid), None)
+
+
+def idle(base: str) -> bool:
+    now = gauges(base, "vllm:num_requests_running", "vllm:num_requests_waiting")
+    return now["vllm:num_requests_running"] + now["vllm:num_requests_waiting"] == 0
+
+
+def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_and_drain(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach_real: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    create_key(cluster, namespace)
+    attach_real()
+    health = {**HEALTH, "stall": {"windowSeconds": 10}}
+    t0 = time.monotonic()
+    cluster.apply(
+        real_service(namespace, health=health, auth=True, maxNumSeqs=2, maxNumBatchedTokens=256), namespace=namespace
+    )
+    wait_for(lambda: ready(cluster, namespace), timeout=READY_TIMEOUT, message="Ready on the real engine")
+    print(f"\n[real] time to Ready (apply -> Ready, real engine start included): {time.monotonic() - t0:.1f}s")
+    pod = serving_pod(cluster, namespace)
+    base = base_of(pod)
+
+    # The canary and the config check passed on the real engine: with the key (the engine refuses without).
+    assert get(f"{base}/v1/models")[0] == 401
+    status, models = get(f"{base}/v1/models", key=KEY)
+    assert status == 200
+    assert '"max_model_len":327680' in models.replace(" ", "")
+    assert gate(pod) == "True/CanaryPassing"
+
+    # A queued canary: 2 slots, 8 clients with long outputs. The canary waits behind them and gets no tokens
+    # in time, yet the engine advances: the pod stays Ready and is never rolled.
+    stop = threading.Event()
+    load = clients(base, {"prompt": "load", "max_tokens": 1500, "ignore_eos": True}, count=8, stop=stop, key=KEY)
+    waiting_seen = 0.0
+    seen = []
+    for _ in range(40):
+        seen += watch_gate(cluster, namespace, 1.0)
+        waiting_seen = max(waiting_seen, gauges(base, "vllm:num_requests_waiting")["vllm:num_requests_waiting"])
+    stop.set()
+    assert waiting_seen >= 4, f"the engine never queued requests (waiting peaked at {waiting_seen})"
+    assert set(seen) == {"True/CanaryPassing"}, seen
+    load.join(timeout=300)
+    wait_for(lambda: idle(base), timeout=300, message="the load's requests finished")
+
+    # A lone chunked prefill (64K tokens in 256-token chunks) longer than two stall windows: only the KV
+    # gauge moves until it completes. Never unready, never rolled.
+    out: dict[str, Any] = {}
+    kv0 = gauges(base, "vllm:kv_cache_usage_perc")["vllm:kv_cache_usage_perc"]
+    long = in_thread(lambda: request(base, {"prompt": prompt(65_536), "max_tokens": 4}, key=KEY, out=out))
+    during = watch_gate(cluster, namespace, 600, until=lambda: not long.is_alive())
+    long.join()
+    assert out["status"] == 200, out
+    print(f"[real] 64K-token chunked prefill at MBT 256: {out['seconds']:.1f}s; gate samples {len(during)}")
+    assert out["seconds"] > 2 * health["stall"]["windowSeconds"], "the prefill did not outlast two stall windows"
+    assert set(during) == {"True/CanaryPassing"}, during
+    assert gauges(base, "vllm:kv_cache_usage_perc")["vllm:kv_cache_usage_perc"] >= kv0
+    assert not (ais(cluster, namespace, "svc").get("status") or {}).get("rolls")
+
+    # A planned roll (spec change) drains: the gate goes False, the in-flight request completes with all its
+    # tokens and 200, and only then is the pod deleted.
+    inflight: dict[str, Any] = {}
+    first_uid = pod["metadata"]["uid"]
+    running = in_thread(
+        lambda: request(base, {"prompt": "drain", "max_tokens": 2500, "ignore_eos": True}, key=KEY, out=inflight)
+    )
+    wait_for(lambda: not idle(base), timeout=30, message="the in-flight request runs")
+    cluster.kubectl(
+        "patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", '{"spec":{"engine":{"maxNumSeqs":3}}}'
+    )
+    wait_for(lambda: gate(serving_pod(cluster, namespace)) == "False/Draining", timeout=60, message="draining")
+    drain_start = time.monotonic()
+    assert running.is_alive(), "the request ended before the drain began: nothing was drained"
+    running.join(timeout=600)
+    assert inflight["status"] == 200, inflight
+    assert inflight["body"]["usage"]["completion_tokens"] == 2500
+    roll = wait_for(lambda: roll_of(cluster, namespace, first_uid), timeout=120, message="the drained pod's roll")
+    print(f"[real] drain: {time.monotonic() - drain_start:.1f}s from the gate going False; roll {roll}")
+    assert (roll["reason"], roll["drain"]) == ("SpecChanged", "Completed")
+    wait_for(lambda: ready(cluster, namespace), timeout=READY_TIMEOUT, message="Ready again after the spec change")
+
+
+def test_an_asked_max_model_len_the_engine_does_not_run_is_a_config_mismatch(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach_real: Callable[..., Proc]
+) -> None:
+    # The seed's lost continuation line, on the real engine: --max-model-len never reaches vLLM, which then
+    # runs the model's own 1048576 positions. /v1/models says so; the operator holds the pod out.
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach_real(AIS_SIM_DROP_ARGS="--max-model-len")
+    cluster.apply(real_service(namespace, health=HEALTH), namespace=namespace)
+
+    def mismatch() -> str | None:
+        pod = live_pod(cluster, namespace, "svc")
+        return gate(pod) if pod and (gate(pod) or "").endswith("/ConfigMismatch") else None
+
+    assert wait_for(mismatch, timeout=READY_TIMEOUT, message="ConfigMismatch") == "False/ConfigMismatch"
+    status = ais(cluster, namespace, "svc").get("status") or {}
+    assert "maxModelLen: expected 327680, engine reports 1048576" in str(status), status
+    assert not status.get("rolls"), "a mismatch is held out, not rolled: a new pod would run the same args"
+
+
+def hang(cluster: Cluster, namespace: str, *, title: str, under_load: bool, key: str | None = None) -> float:
+    """SIGSTOP the serving pod's `title` process (at idle, or under 4 clients); /health stays 200; the pod is
+    rolled within ROLL_TARGET_SECONDS of its last progress and a fresh engine is Ready. Returns stop -> roll s."""
+    pod = serving_pod(cluster, namespace)
+    uid, base = pod["metadata"]["uid"], base_of(pod)
+    pgid = engine_group(pod["status"]["podIP"], 8000)
+    assert pgid is not None, "no real engine process group for the pod"
+    victim = process(pgid, title)
+    stop = threading.Event()
+    load = None
+    if under_load:
+        load = clients(base, {"prompt": "x", "max_tokens": 800, "ignore_eos": True}, count=4, stop=stop, key=key)
+        wait_for(lambda: not idle(base), timeout=30, message="requests running before the hang")
+    os.kill(victim, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        time.sleep(12)
+        assert get(f"{base}/health", timeout=5)[0] == 200, "/health should still answer 200 on a hung engine"
+        running = gauges(base, "vllm:num_requests_running")["vllm:num_requests_running"]
+        print(
+            f"[real] {title} stopped {'under load' if under_load else 'at idle'}: /health 200, running gauge {running}"
+        )
+
+        roll = wait_for(
+            lambda: roll_of(cluster, namespace, uid), timeout=120, interval=0.5, message=f"{title} stopped: a roll"
+        )
+        took = time.monotonic() - stopped_at
+    finally:
+        stop.set()  # the stopped process goes with its pod: attach SIGKILLs the pod's whole process group
+    print(f"[real] SIGSTOP {title} -> roll record: {took:.1f}s ({roll['reason']}: {roll.get('message')})")
+    assert roll["reason"] == "Stalled", roll
+    assert took <= ROLL_TARGET_SECONDS + 5, f"rolled {took:.1f}s after the stop (target {ROLL_TARGET_SECONDS}s)"
+    if load is not None:
+        load.join(timeout=60)
+    t0 = time.monotonic()
+    wait_for(lambda: ready(cluster, namespace), timeout=READY_TIMEOUT, message="Ready on a fresh real engine")
+    fresh = serving_pod(cluster, namespace)
+    assert fresh["metadata"]["uid"] != uid
+    print(f"[real] successor Ready {time.monotonic() - t0:.1f}s after the roll")
+    return took
+
+
+def test_a_hung_engine_core_or_worker_is_rolled_while_health_says_200(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach_real: Callable[..., Proc]
+) -> None:
+    label_nodes(cluster, add_nodes(1), namespace)
+    attach_real()
+    cluster.apply(real_service(namespace, health=HEALTH), namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace), timeout=READY_TIMEOUT, message="Ready on the real engine")
+    figures = {
+        "EngineCore under load": hang(cluster, namespace, title="VLLM::EngineCore", under_load=True),
+        "Worker at idle": hang(cluster, namespace, title="VLLM::Worker", under_load=False),
+    }
+    print(f"[real] SIGSTOP -> roll seconds: {figures}")
