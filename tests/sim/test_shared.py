@@ -138,6 +138,7 @@ async def endpoints(base: str) -> dict[str, Any]:
         models = (await get(session, base + "/v1/models"))[1]
         for model in models["data"]:
             model.pop("created")
+            model.pop("permission")  # a fresh ModelPermission (random id, created) per call, as vLLM's
         state = (await get(session, base + "/sim/state"))[1]
         async with session.get(base + "/metrics") as resp:
             metrics = series(await resp.text())

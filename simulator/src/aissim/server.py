@@ -25,7 +25,6 @@ import hmac
 import json
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +55,12 @@ def schedule_crash(engine: SimEngine, fault: Fault, exit_fn: ExitFn) -> None:
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
+    """A JSON body as starlette's JSONResponse writes it: compact separators, UTF-8, `application/json`."""
+    return web.Response(body=_dumps(data), status=status, content_type="application/json")
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 #: The path prefixes vLLM's AuthenticationMiddleware guards (vllm/entrypoints/serve/utils/server_utils.py:42).
@@ -88,7 +92,7 @@ def auth_middleware(tokens: tuple[str, ...]) -> Any:
 
 def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Application:
     cfg = engine.cfg
-    created = int(time.time())
+    fingerprint = openai.system_fingerprint(cfg)
     # vLLM's uvicorn server has no request-body limit; aiohttp's default (1 MiB) would refuse a 256K-token
     # text prompt (~1 MB), which `aisctl bench prefill` / `mixed` send as real text.
     app = web.Application(
@@ -102,7 +106,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
         return _json({"version": VLLM_VERSION})
 
     async def models(_: web.Request) -> web.Response:
-        return _json(openai.models_body(cfg, created=created))
+        return _json(openai.models_body(cfg))
 
     async def metrics(_: web.Request) -> web.Response:
         body = engine.metrics.exposition()
@@ -114,7 +118,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
         except json.JSONDecodeError:
             return _json(openai.ApiError(400, "request body is not valid JSON").body(), 400)
         try:
-            gen = openai.parse_request(body, chat=chat, cfg=cfg)
+            gen = openai.parse_request(body, chat=chat, cfg=cfg, request_id=request.headers.get("X-Request-Id"))
         except openai.ApiError as err:
             return _json(err.body(), err.status)
         core, delivery = engine.submit(prompt=gen.prompt, max_tokens=gen.max_tokens, ignore_eos=gen.ignore_eos)
@@ -140,30 +144,33 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                 return _json(
                     openai.response_body(
                         req=gen,
-                        rid=req.rid,
                         text=text,
                         finish_reason=req.finish_reason or "stop",
                         usage_body=usage_body(),
+                        fingerprint=fingerprint,
                     )
                 )
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            # Starlette's StreamingResponse sends the headers at once, then a chunk per engine output; the chat
+            # role chunk goes out with the first output, not before (chat_completion/serving.py:478-525).
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
             await resp.prepare(request)
+            shaper = openai.StreamShaper(req=gen, fingerprint=fingerprint)
 
             async def send(data: dict[str, Any]) -> None:
-                await resp.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+                await resp.write(b"data: " + _dumps(data) + b"\n\n")
 
-            if gen.chat:
-                await send(openai.chunk_body(req=gen, rid=req.rid, text=None, finish_reason=None, first=True))
             produced = 0
             done = False
             while not done:
                 new, done = await delivery.next()
+                if produced == 0 and gen.chat:
+                    await send(shaper.role_chunk())
                 text = tokens.output_text(seed=seed, start=produced, count=new)
                 produced += new
                 reason = (req.finish_reason or "stop") if done else None
-                await send(openai.chunk_body(req=gen, rid=req.rid, text=text, finish_reason=reason))
+                await send(shaper.token_chunk(text=text, finish_reason=reason))
             if gen.include_usage:
-                await send(openai.usage_chunk(req=gen, rid=req.rid, usage_body=usage_body()))
+                await send(shaper.usage_chunk(usage_body()))
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
             return resp
