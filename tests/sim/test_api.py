@@ -76,11 +76,48 @@ async def test_chat_stream_with_usage_and_cached_prompt_details(sim: SimFactory)
 async def test_errors_look_like_vllm(sim: SimFactory) -> None:
     s = await sim(base_args())
     status, body = await s.complete(model="not-served")
-    assert status == 404
-    assert "does not exist" in body["error"]["message"]  # type: ignore[index]
+    assert status == 404  # vllm/entrypoints/serve/engine/serving.py:63-68
+    assert body == {
+        "error": {"message": "The model `not-served` does not exist.", "type": "NotFoundError", "param": "model",
+                  "code": 404}
+    }  # fmt: skip
+    # A 327,000-token prompt with 1000 output tokens: the renderer's token length check
+    # (vllm/renderers/params.py:428-451); the text was tokenised with truncation at max_input + 1.
     status, body = await s.complete(sim_prompt_tokens=327_000, max_tokens=1000)
     assert status == 400
-    assert "maximum context length is 327680" in body["error"]["message"]  # type: ignore[index]
+    assert body == {
+        "error": {
+            "message": "This model's maximum context length is 327680 tokens. However, you requested 1000 output "
+            "tokens and your prompt contains at least 326681 input tokens, for a total of at least 327681 tokens. "
+            "Please reduce the length of the input prompt or the number of requested output tokens. "
+            "(parameter=input_tokens, value=326681)",
+            "type": "BadRequestError",
+            "param": "input_tokens",
+            "code": 400,
+        }
+    }
+    status, body = await s.complete(prompt=list(range(400)), max_tokens=327_500)  # token ids: the exact count
+    assert body["error"]["message"].startswith(  # type: ignore[index]
+        "This model's maximum context length is 327680 tokens. However, you requested 327500 output tokens "
+        "and your prompt contains 400 input tokens, for a total of 327900 tokens."
+    )
+    status, body = await s.complete(max_tokens=400_000)
+    assert (status, body["error"]["param"]) == (400, "max_tokens")  # type: ignore[index]
+    assert body["error"]["message"].startswith(  # type: ignore[index]
+        "max_tokens=400000 cannot be greater than max_model_len=max_total_tokens=327680."
+    )
+    status, body = await s.complete(max_tokens=0)
+    assert body["error"]["message"] == "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)"  # type: ignore[index]
+
+
+async def test_a_completion_without_max_tokens_stops_at_16(sim: SimFactory) -> None:
+    # CompletionRequest.max_tokens defaults to 16 (vllm/entrypoints/openai/completion/protocol.py:61); chat has
+    # no default and may run to max_model_len.
+    s = await sim(base_args())
+    status, body = await s.complete(prompt="tell me everything", ignore_eos=True)
+    assert status == 200
+    assert body["usage"]["completion_tokens"] == 16  # type: ignore[index]
+    assert body["choices"][0]["finish_reason"] == "length"  # type: ignore[index]
 
 
 async def test_a_huge_prompt_can_be_sent_as_a_token_count(sim: SimFactory) -> None:
@@ -92,7 +129,9 @@ async def test_a_huge_prompt_can_be_sent_as_a_token_count(sim: SimFactory) -> No
     assert body["usage"]["prompt_tokens"] == 300  # type: ignore[index]
 
 
-async def test_a_client_that_goes_away_aborts_its_request(sim: SimFactory) -> None:
+async def test_a_client_that_goes_away_aborts_its_request_without_counting_it(sim: SimFactory) -> None:
+    # vLLM drops a disconnected client's request in OutputProcessor.abort_requests without finished-request
+    # stats (vllm/v1/engine/output_processor.py:450-507): no request_success{abort}, no e2e observation.
     s = await sim(base_args(scale=1.0))  # real time: 2000 tokens would take ~30 s
     body = {"model": MODEL, "prompt": "long answer", "max_tokens": 2000, "ignore_eos": True, "stream": True}
     async with s.session.post(s.base + "/v1/completions", json=body) as resp:
@@ -102,13 +141,13 @@ async def test_a_client_that_goes_away_aborts_its_request(sim: SimFactory) -> No
         if totals["vllm:num_requests_running"] == 0:
             break
         await asyncio.sleep(0.02)
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
     success = {
         sample.labels["finished_reason"]: sample.value
-        for family in text_string_to_metric_families(await s.metrics_text())
-        if family.name == "vllm:request_success"
-        for sample in family.samples
+        for sample in families["vllm:request_success"].samples
         if sample.name.endswith("_total")
     }
     assert totals["vllm:num_requests_running"] == 0
-    assert success["abort"] == 1
-    assert success["length"] == 0
+    assert success == {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}
+    assert totals["vllm:e2e_request_latency_seconds_count"] == 0
+    assert totals["vllm:generation_tokens_total"] > 0  # the tokens it did get were counted as they came

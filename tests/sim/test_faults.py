@@ -112,6 +112,61 @@ async def test_hang_stops_all_generation_while_http_answers(sim: SimFactory) -> 
     assert status == 200
 
 
+ENGINE_CORE_SERIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prefix_cache_queries_total",
+    "vllm:request_success_total",
+    *PROGRESS,
+)
+
+
+async def test_a_hung_engine_core_freezes_its_series_while_the_api_server_accepts(sim: SimFactory) -> None:
+    # A SIGSTOPped EngineCore ships no SchedulerStats and no outputs, and /health only asks whether the engine
+    # is dead (vllm/v1/engine/async_llm.py:900-903), so requests arriving now are accepted but never seen by
+    # the gauges: running/waiting stay at what the last step said.
+    s = await sim(base_args(scale=1.0))
+    busy = asyncio.create_task(s.complete(prompt="busy", max_tokens=2000, ignore_eos=True))
+    await wait_for(lambda: _running_is(s, 1))
+    await s.fault({"fault": "hang"})
+    await asyncio.sleep(0.1)  # the step in flight when it stopped does not end
+    before = await s.totals()
+    arrivals = [asyncio.create_task(s.complete(max_tokens=4)) for _ in range(3)]
+    await asyncio.sleep(0.3)
+    await assert_http_alive(s)
+    after = await s.totals()
+    for name in ENGINE_CORE_SERIES:
+        assert after[name] == before[name], name
+    assert (after["vllm:num_requests_running"], after["vllm:num_requests_waiting"]) == (1, 0)
+    assert not any(task.done() for task in [busy, *arrivals])
+    async with s.session.delete(s.base + "/sim/faults") as resp:
+        assert resp.status == 200
+    for task in arrivals:
+        assert (await task)[0] == 200
+    busy.cancel()
+    await asyncio.gather(busy, return_exceptions=True)
+
+
+async def _running_is(s: Sim, value: float) -> bool:
+    return (await s.totals())["vllm:num_requests_running"] == value
+
+
+async def test_an_idle_hung_engine_shows_no_waiting_canary(sim: SimFactory) -> None:
+    s = await sim(base_args())
+    await s.fault({"fault": "hang"})
+    canary = asyncio.create_task(s.complete(max_tokens=4))
+    await asyncio.sleep(0.2)
+    totals = await s.totals()
+    assert not canary.done()
+    # what the last scheduler stats said at idle; vLLM has no way to see the stuck canary as waiting
+    assert (totals["vllm:num_requests_running"], totals["vllm:num_requests_waiting"]) == (0, 0)
+    canary.cancel()
+    await asyncio.gather(canary, return_exceptions=True)
+    await asyncio.sleep(0.05)
+    assert (await s.totals())["vllm:request_success_total"] == 0  # the abandoned canary is not counted
+
+
 async def _tpot(s: Sim, prompt: str) -> float:
     before = await s.totals()
     await s.complete(prompt=prompt, max_tokens=64, ignore_eos=True)

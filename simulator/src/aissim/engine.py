@@ -109,19 +109,29 @@ class EngineCore:
         self.peers_lost: Callable[[], bool] = lambda: False
 
     def submit(self, req: SimRequest) -> Delivery:
+        """A new request reaches the scheduler; the gauges see it only after the engine core's next step."""
         delivery = Delivery(req)
         self.deliveries[req] = delivery
         self.sched.add(req)
-        self._publish(queries=0, hits=0)
         self.wake.set()
         return delivery
 
     def abort(self, req: SimRequest) -> None:
+        """The client went away. vLLM counts no finished request for it: AsyncLLM.abort drops its state from
+        the OutputProcessor without stats (vllm/v1/engine/async_llm.py:591-593, 709-718; output_processor.py
+        450-507), and outputs that come later for it are ignored (output_processor.py:608-611), so
+        `vllm:request_success{finished_reason="abort"}` does not move. The scheduler frees it
+        (core.py:409-415) and its next step's stats show it gone."""
         self.deliveries.pop(req, None)
         if self.sched.abort(req):
-            self.metrics.request_success.labels(self.metrics.model_name, str(self.index), "abort").inc()
-            self._publish(queries=0, hits=0)
             self.wake.set()
+
+    @property
+    def frozen(self) -> bool:
+        """The engine core process does not run: `hang` (a SIGSTOPped EngineCore) or, in a multi-node group, a
+        lost peer its collectives wait for. It steps no more, so it ships no SchedulerStats and no outputs, and
+        every series fed by them keeps its last value (see metrics.py), while the API server still answers."""
+        return self.faults.hung or self.peers_lost()
 
     def _publish(self, *, queries: int, hits: int) -> None:
         self.metrics.set_scheduler_state(
@@ -135,7 +145,7 @@ class EngineCore:
 
     def _blocked(self) -> bool:
         self.stalled = self.faults.stalled(kv_usage=self.pool.usage)
-        return self.faults.hung or self.stalled or self.peers_lost() or not self.sched.has_work
+        return self.frozen or self.stalled or not self.sched.has_work
 
     def _start_time(self) -> float:
         """Back-to-back steps start where the last ended. From idle, a step starts when the first waiting
@@ -153,6 +163,11 @@ class EngineCore:
     async def run(self) -> None:
         while True:
             if self._blocked():
+                if not self.frozen:
+                    # A live engine core with nothing it can schedule still loops, and each loop's
+                    # update_from_output ships SchedulerStats (scheduler.py:1839-1849): new arrivals show
+                    # as waiting, an aborted request as gone.
+                    self._publish(queries=0, hits=0)
                 self._prev_end = None
                 self.wake.clear()
                 await self.wake.wait()
@@ -169,6 +184,11 @@ class EngineCore:
             end = start + seconds
             delay = self.clock.wall_delay(end)
             await asyncio.sleep(delay if delay > 0 else 0)
+            if self.frozen:  # stopped mid-step: the step ends only when the process runs again
+                while self.frozen:
+                    self.wake.clear()
+                    await self.wake.wait()
+                end = max(end, self.clock.now())
             it, emitted = self.sched.complete(plan, end=end)
             self.engine_time = end
             self.busy_seconds += seconds
@@ -216,11 +236,12 @@ class SimEngine:
             max_model_len=cfg.max_model_len,
             num_spec_tokens=cfg.num_speculative_tokens,
             cache_config_info=cache_config_info(
-                block_size=cfg.block_size,
+                block_size=cfg.reported_block_size,
                 gpu_memory_utilization=cfg.gpu_memory_utilization,
                 enable_prefix_caching=cfg.enable_prefix_caching,
                 num_gpu_blocks=pool_tokens // cfg.block_size,
                 user_specified_block_size=cfg.requested_block_size is not None,
+                kv_cache_size_tokens=pool_tokens,
             ),
         )
         self.cores = [
