@@ -57,7 +57,7 @@ def test_sweep_passes_with_the_seed_tp8_figures(spawn: Spawn, tmp_path: Path) ->
     )
     assert (code, result["verdict"], result["failed"]) == (0, "PASS", [])
     assert result["endpoints"]["engine"]["clock"] == "aissim"
-    assert result["endpoints"]["engine"]["cache_config"]["block_size"] == "128"
+    assert result["endpoints"]["engine"]["cache_config"]["block_size"] == "8"
     points = by_label(result)
     for conc in (1, 8, 32, 64):
         seed_tok_s, seed_tpot = cal.TP8_SWEEP[conc]

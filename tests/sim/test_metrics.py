@@ -80,7 +80,11 @@ async def test_cache_config_info_exposes_the_effective_cache_config(sim: SimFact
     assert info.type == "gauge"
     (sample,) = info.samples
     assert sample.value == 1
-    assert sample.labels["block_size"] == "128"
+    # DeepSeek-V4 on vllm-ascend at --block-size 128: KV cache groups of 128, 128, 8 and 32 tokens, and vLLM
+    # reports the smallest (vllm/v1/engine/core.py:305-311); the pool keeps its 128-token blocks.
+    assert sample.labels["block_size"] == "8"
+    assert sample.labels["user_specified_block_size"] == "True"
+    assert sample.labels["kv_cache_size_tokens"] == "1078120"
     assert sample.labels["gpu_memory_utilization"] == "0.9"
     assert sample.labels["enable_prefix_caching"] == "True"
     assert sample.labels["num_gpu_blocks"] == str(1_078_120 // 128)
@@ -127,3 +131,55 @@ async def test_data_parallel_engines_are_labelled_separately(sim: SimFactory) ->
     assert engines == {"0", "1"}
     info_engines = {x.labels["engine"] for x in families["vllm:cache_config_info"].samples}
     assert info_engines == {"0", "1"}
+
+
+async def test_the_families_vllm_0_25_1_adds_by_default_are_there_and_move_when_vllm_moves_them(
+    sim: SimFactory,
+) -> None:
+    s = await sim(base_args("--enable-prompt-tokens-details"))
+    prompt = "a shared system prompt " * 100  # ~575 tokens: four full 128-token blocks to cache
+    await s.complete(prompt=prompt, max_tokens=4, ignore_eos=True)
+    await s.complete(prompt=prompt, max_tokens=4, ignore_eos=True)
+    families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+    kinds = {
+        "vllm:num_requests_waiting_by_reason": ("gauge", "reason"),
+        "vllm:engine_sleep_state": ("gauge", "sleep_state"),
+        "vllm:prompt_tokens_by_source": ("counter", "source"),
+        "vllm:prompt_tokens_cached": ("counter", None),
+        "vllm:request_prefill_kv_computed_tokens": ("histogram", None),
+        "vllm:external_prefix_cache_queries": ("counter", None),
+        "vllm:external_prefix_cache_hits": ("counter", None),
+        "vllm:mm_cache_queries": ("counter", None),
+        "vllm:mm_cache_hits": ("counter", None),
+        "vllm:estimated_flops_per_gpu": ("counter", None),
+        "vllm:estimated_read_bytes_per_gpu": ("counter", None),
+        "vllm:estimated_write_bytes_per_gpu": ("counter", None),
+    }
+    for name, (kind, extra) in kinds.items():
+        assert families[name].type == kind, name
+        for sample in families[name].samples:
+            assert set(sample.labels) - {"le"} == {"model_name", "engine", *([extra] if extra else [])}, name
+
+    def value(sample: str, **labels: str) -> float:
+        family = families[sample.removesuffix("_total")]
+        return sum(x.value for x in family.samples if x.name == sample and labels.items() <= x.labels.items())
+
+    totals = await s.totals()
+    assert value("vllm:engine_sleep_state", sleep_state="awake") == 1
+    assert value("vllm:engine_sleep_state", sleep_state="discard_all") == 0
+    assert {x.labels["reason"] for x in families["vllm:num_requests_waiting_by_reason"].samples} == {
+        "capacity",
+        "deferred",
+    }
+    cached = totals["vllm:prompt_tokens_cached_total"]
+    assert cached == 512  # the second request's four full blocks (stats.py:304-311)
+    assert value("vllm:prompt_tokens_by_source_total", source="local_cache_hit") == cached
+    assert value("vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 0
+    computed = value("vllm:prompt_tokens_by_source_total", source="local_compute")
+    assert computed + cached == totals["vllm:prompt_tokens_total"]
+    # per request: prompt minus its cached tokens (loggers.py:1186-1191); per step: computed + generated
+    assert totals["vllm:request_prefill_kv_computed_tokens_sum"] == computed
+    assert totals["vllm:iteration_tokens_total_sum"] == computed + totals["vllm:generation_tokens_total"]
+    for zero in ("vllm:external_prefix_cache_queries_total", "vllm:mm_cache_queries_total"):
+        assert totals[zero] == 0
+    assert totals["vllm:estimated_flops_per_gpu_total"] == 0  # only --enable-mfu-metrics feeds it

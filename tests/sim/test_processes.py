@@ -44,7 +44,7 @@ async def test_the_production_command_starts_unchanged(spawn: Spawn) -> None:
         body = {"model": MODEL, "prompt": "canary", "max_tokens": 4}
         async with session.post(proc.base + "/v1/completions", json=body) as resp:
             assert resp.status == 200
-    assert 'block_size="128"' in text
+    assert 'block_size="8"' in text  # the smallest DeepSeek-V4 KV cache group at --block-size 128
     assert 'gpu_memory_utilization="0.9"' in text
     assert text.count("vllm:spec_decode_num_accepted_tokens_per_pos_total{") == 7
     state = await get_json(proc.base, "/sim/state")

@@ -49,6 +49,15 @@ class SimOptions:
     (vllm/v1/engine/core.py:1189-1200), so a lost peer of a group stops only its own ranks."""
 
 
+#: vllm-ascend 0.25.1rc1's DeepSeek-V4 KV cache groups by cache block size: MLA, SWA, C4 compressor state, C128
+#: compressor state (vllm_ascend/models/layer/attention/layer.py:32-37, read by models/deepseek_v4.py:124-199,
+#: 654, 662). Atlas A5's table (layer.py:39-43) differs in the C128 state only, with the same minimum. A model
+#: type not listed has one group of the cache block size.
+KV_GROUP_BLOCK_SIZES: dict[str, dict[int, tuple[int, ...]]] = {
+    "deepseek_v4": {128: (128, 128, 8, 32), 64: (64, 64, 4, 16), 32: (32, 32, 2, 8)},
+}
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """The effective engine configuration, as vLLM would have it after parsing its command line."""
@@ -91,6 +100,14 @@ class SimConfig:
     @property
     def served_model_name(self) -> str:
         return self.served_model_names[0]
+
+    @property
+    def reported_block_size(self) -> int:
+        """The `block_size` CacheConfig (and `vllm:cache_config_info`) holds once the KV cache is built: the
+        smallest block size among the KV cache groups (vllm/v1/engine/core.py:305-311, passed to the frontend
+        in the ready response, core_client.py:731-734), not the `--block-size` vllm-ascend kept."""
+        groups = KV_GROUP_BLOCK_SIZES.get(self.sim.model_type, {}).get(self.block_size)
+        return min(groups) if groups else self.block_size
 
 
 class ArgsError(ValueError):

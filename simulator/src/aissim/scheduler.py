@@ -208,6 +208,7 @@ class Scheduler:
                 req.first_token_at = end
                 it.time_to_first_tokens.append(end - req.arrival)
                 it.num_prompt_tokens += req.prompt.num_tokens
+                it.num_cached_prompt_tokens += req.cached_tokens  # the first admission's PrefillStats
                 it.n_params.append(req.n)
                 it.max_num_generation_tokens.append(req.max_tokens)
                 self.cache.insert(req.prompt.block_hashes)
@@ -259,4 +260,5 @@ def _finished_stats(req: SimRequest, end: float) -> FinishedRequest:
         inference_time=max(0.0, end - scheduled),
         decode_time=max(0.0, decode),
         mean_time_per_output_token=decode / (req.output_tokens - 1) if req.output_tokens > 1 else 0.0,
+        num_cached_tokens=req.cached_tokens,
     )
