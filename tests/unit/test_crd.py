@@ -57,7 +57,20 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     expected.append((NAME_VALIDATION["rule"], NAME_VALIDATION["message"]))
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
     # metadata.name, and every rule but the two over the free-form additionalConfig.extra map and env
-    assert len(expected) == 16
+    assert len(expected) == 19
+
+
+@pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])
+def test_kubectl_apply_refuses_flags_that_blind_the_operator_naming_extra_args(rule: str) -> None:
+    """--disable-log-stats, --grpc and friends are refused by the API server on the extraArgs field."""
+    engine = _schema()["properties"]["spec"]["properties"]["engine"]
+    (entry,) = [v for v in engine["x-kubernetes-validations"] if v["message"] == _rule(rule).message]
+    assert entry["fieldPath"] == ".extraArgs"
+    assert entry["rule"].startswith("!has(self.extraArgs) || self.extraArgs.all(a, !a.matches(")
+
+
+def _rule(name: str) -> Any:
+    return next(r for r in RULES if r.name == name)
 
 
 def test_defaults_are_the_seed_production_knobs() -> None:

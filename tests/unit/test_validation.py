@@ -197,6 +197,62 @@ def test_unknown_flag_is_refused_naming_the_field_and_the_rule(extra: list[str],
     assert str(finding).endswith(f"(unknown: {named}) [ExtraArgsUnknownFlag]")
 
 
+@pytest.mark.parametrize(
+    ("extra", "rule", "why"),
+    [
+        (["--disable-log-stats"], "ExtraArgsSilenceMetrics", "no vllm:* series"),
+        (["--disable_log_stats"], "ExtraArgsSilenceMetrics", "no vllm:* series"),
+        (["--disable-log-st"], "ExtraArgsSilenceMetrics", "no vllm:* series"),  # argparse's allow_abbrev
+        (["--grpc"], "ExtraArgsReplaceHttpServer", "speak plain HTTP"),
+        (["--uds", "/tmp/engine.sock"], "ExtraArgsReplaceHttpServer", "unix socket"),
+        (["--uds=/tmp/engine.sock"], "ExtraArgsReplaceHttpServer", "unix socket"),
+        (["--ssl-keyfile", "/k", "--ssl-certfile=/c"], "ExtraArgsReplaceHttpServer", "HTTPS"),
+        (["--skip-tokenizer-init"], "ExtraArgsBreakCanary", "canary's text prompt"),
+        (["--tokens_only"], "ExtraArgsBreakCanary", "canary's text prompt"),
+    ],
+)
+def test_flags_that_blind_the_operator_are_refused_saying_why(extra: list[str], rule: str, why: str) -> None:
+    for version in (None, "0.30.0"):  # not a matter of the engine version
+        body = _body(extraArgs=extra, **({"engineVersion": version} if version else {}))
+        (finding,) = [f for f in validate_spec(parse_spec(body)) if f.field == "spec.engine.extraArgs"]
+        assert finding.rule == rule
+        assert why in finding.message
+        assert finding.message.endswith("(offending: " + " ".join(a for a in extra if a.startswith("-")) + ")")
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ("--disable-log-stats", True),
+        ("--disable_log_st", True),
+        ("--grpc", True),
+        ("--gr", True),
+        ("--uds=/tmp/x.sock", True),
+        ("--ssl-keyfile=/k", True),
+        ("--ssl_certfile", True),
+        ("--skip-tokenizer-init", True),
+        ("--tokens-only", True),
+        ("--no-skip-tokenizer-init", False),  # the default, harmless
+        ("--no-tokens-only", False),
+        ("--ssl-ca-certs", False),  # inert without a key and a cert
+        ("--disable-uvicorn-access-log", False),
+        ("--enable-log-requests", False),
+        ("--api-server-count=2", False),
+        ("/tmp/grpc", False),
+    ],
+)
+def test_cel_twins_of_the_surface_rules_agree_with_python(extra: str, refused: bool) -> None:
+    """What `kubectl apply` refuses is what the operator refuses (RE2 patterns in Python's re subset)."""
+    surface = [
+        r for r in RULES if r.name in ("ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary")
+    ]
+    patterns = [r.cel.split(".matches('", 1)[1].rsplit("')", 1)[0] for r in surface if r.cel]
+    assert len(patterns) == 3
+    assert any(re.match(p, extra) for p in patterns) is refused
+    rules = {f.rule for f in validate_spec(parse_spec(_body(extraArgs=["--seed", extra])))}
+    assert bool(rules & {r.name for r in surface}) is refused
+
+
 def test_engine_version_is_the_escape_hatch_for_newer_flags() -> None:
     newer = _body(extraArgs=["--flag-of-vllm-0-30"], engineVersion="0.30.0")
     assert "ExtraArgsUnknownFlag" not in _rules(newer)

@@ -21,6 +21,7 @@ from ascend_operator.render.env import API_KEY_ENV
 from ascend_operator.render.pod import OPERATOR_LABELS
 from ascend_operator.render.resources import build_resources, parse_quantity
 from ascend_operator.validation.budget import load_profiles
+from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
 
 Spec = AscendInferenceServiceSpec
 
@@ -132,6 +133,20 @@ def _own_labels_untouched(spec: Spec) -> bool:
     return not any(k in OPERATOR_LABELS or k.startswith(f"{GROUP}/") for k in spec.pod_metadata.labels)
 
 
+def _surface_rule(group: SurfaceFlags) -> "Rule":
+    """A rule refusing extraArgs flags that take away what the operator watches the engine through."""
+    return Rule(
+        name=group.rule,
+        field="spec.engine.extraArgs",
+        message=group.message,
+        check=lambda s: not offending(s.engine.extra_args, group.flags),
+        detail=lambda s: "offending: " + " ".join(offending(s.engine.extra_args, group.flags)),
+        cel=f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('{cel_pattern(group.flags)}'))",
+        cel_scope=("engine",),
+        cel_field_path=".extraArgs",
+    )
+
+
 _OWN_LABELS = ", ".join(f"'{k}'" for k in OPERATOR_LABELS)
 
 
@@ -236,6 +251,7 @@ RULES: tuple[Rule, ...] = (
         check=_extra_args_known,
         detail=lambda s: "unknown: " + " ".join(F.unknown_options(s.engine.extra_args)),
     ),
+    *(_surface_rule(group) for group in SURFACE),
     Rule(
         name="BlockSizeKeptByVllmAscend",
         field="spec.engine.blockSize",
