@@ -212,7 +212,7 @@ def build_tools(*stages: str, timeout: float | None = None) -> Path:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
         _failed[key] = (
-            f"{script.name} {' '.join(key)} did not finish within {limit:.0f}s (a cold build of the core set "
+            f"hack/{script.name} {' '.join(key)} did not finish within {limit:.0f}s (a cold build of the core set "
             "takes ~26 min and LWS up to 29 min on 2 cores; AIS_TOOL_WAIT_SECONDS sets the wait)"
         )
         raise ToolBuildError(_failed[key]) from None
@@ -221,7 +221,7 @@ def build_tools(*stages: str, timeout: float | None = None) -> Path:
         proc.wait()
         raise
     if proc.returncode != 0:
-        _failed[key] = f"{script.name} {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
+        _failed[key] = f"hack/{script.name} {' '.join(key)} exited {proc.returncode} (its log is on stderr above)"
         raise ToolBuildError(_failed[key])
     _built[key] = Path(out.strip().splitlines()[-1])
     return _built[key]
