@@ -1,0 +1,88 @@
+"""`aisctl bench` against the real engine, held to vLLM's own client on the same engine in the same run.
+
+Why: the bench's verdict rules (fresh prompts, fixed output, the engine's own counts) were written against
+the simulator. Here they must PASS on vLLM 0.25.1, and the figures must agree with `vllm bench serve` (the
+same install's client, vllm/benchmarks/serve.py, run as `vllm bench serve` runs it) measuring the same
+engine with the same shape of load: a bench that measured its own overhead (or a kinder engine) would not.
+The two clients alternate, three runs each, and medians are compared (the machine is shared and noisy).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+from ascend_operator.cli.main import main
+from tests.real.engines import Engine, start_engine, wait_healthy
+
+MODEL = "deepseek-v4-flash"
+CONCURRENCY, INPUT, OUTPUT, REQUESTS = 4, 256, 128, 32
+#: `vllm bench serve`: what vllm/entrypoints/cli/benchmark/serve.py does, without the CLI wrapper whose
+#: --version needs a distribution named `vllm` (aissim/realengine.py explains).
+VLLM_BENCH = """
+import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def aisctl_run(engine: Engine, out: Path, seed: int) -> dict[str, float]:
+    code = main(
+        [
+            "bench", "sweep", "--url", engine.base, "--concurrency", str(CONCURRENCY),
+            "--input-tokens", str(INPUT), "--output-tokens", str(OUTPUT), "--rounds", str(REQUESTS // CONCURRENCY),
+            "--seed", str(seed), "--out", str(out), "--no-progress",
+        ]
+    )  # fmt: skip
+    result = json.loads((out / "result.json").read_text())
+    assert (code, result["verdict"]) == (0, "PASS"), result
+    point = result["points"][0]
+    assert point["succeeded"] == REQUESTS
+    return {"req_s": point["succeeded"] / point["wall_s"], "tok_s": point["output_tok_s"]}
+
+
+def vllm_run(python: str, engine: Engine, model_dir: Path, out: Path, seed: int) -> dict[str, float]:
+    subprocess.run(
+        [
+            python, "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", engine.base, "--endpoint", "/v1/completions",
+            "--model", str(model_dir), "--served-model-name", MODEL, "--tokenizer", str(model_dir),
+            "--dataset-name", "random", "--random-input-len", str(INPUT), "--random-output-len", str(OUTPUT),
+            "--num-prompts", str(REQUESTS), "--max-concurrency", str(CONCURRENCY), "--ignore-eos",
+            "--seed", str(seed), "--disable-tqdm", "--save-result", "--result-dir", str(out.parent),
+            "--result-filename", out.name,
+        ],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    assert result["completed"] == REQUESTS, result
+    return {"req_s": result["request_throughput"], "tok_s": result["output_throughput"]}
+
+
+def test_aisctl_bench_passes_on_vllm_and_agrees_with_vllm_bench_serve(
+    real_vllm: str, real_engine_factory: list[Engine], tmp_path: Path
+) -> None:
+    serve = ["serve", "/models/m", "--served-model-name", MODEL, "--max-model-len", "32768"]
+    serve += ["--max-num-seqs", "8", "--max-num-batched-tokens", "2048"]
+    cache = tmp_path / "models"
+    engine = start_engine(real_vllm, serve, host="127.0.0.61", port=8000, log=tmp_path / "engine.log", cache=cache)
+    real_engine_factory.append(engine)
+    print(f"\n[real] bench engine healthy after {wait_healthy(engine):.1f}s")
+    model_dir = next(cache.iterdir())
+    aisctl_run(engine, tmp_path / "warm", seed=99)  # the engine's first requests are slower (lazy init)
+    ours, theirs = [], []
+    for i in range(3):
+        ours.append(aisctl_run(engine, tmp_path / f"aisctl-{i}", seed=i))
+        theirs.append(vllm_run(real_vllm, engine, model_dir, tmp_path / f"vllm-{i}.json", seed=i))
+    figures = {}
+    for key in ("req_s", "tok_s"):
+        a, b = statistics.median(r[key] for r in ours), statistics.median(r[key] for r in theirs)
+        figures[key] = (round(a, 2), round(b, 2), round(a / b, 3))
+    print(f"[real] aisctl vs vllm bench serve, medians of 3 (aisctl, vllm, ratio): {figures}")
+    print(f"[real] runs: aisctl {ours}; vllm {theirs}")
+    for key, (_, _, ratio) in figures.items():
+        assert 0.9 <= ratio <= 1.1, f"{key}: aisctl bench and vllm bench serve disagree by more than 10%: {figures}"
