@@ -9,6 +9,12 @@
 6. inject the seed's long-context stall (KV past 97.5%, no forward progress, /health still 200): the
    detector's finding, the roll and its reason, Ready again;
 7. print a timeline and stop every process it started (`--keep` leaves everything running).
+
+With `--engine vllm` (`make demo DEMO_ARGS="--engine vllm"`) the engine is the real one: vLLM 0.25.1 on CPU
+(hack/real-vllm.sh installs it, cached) with a tiny model and the pod's own args (aissim/realengine.py's
+table), the example without DSpark (the CPU engine has no draft head), byte-level prompts instead of the
+simulator's `sim_prompt_tokens`, and the seed's hang as it happens on a real engine: the EngineCore process
+stopped (SIGSTOP), `/health` still 200, a completion hanging, until the stall detector rolls the pod.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
+import string
 import subprocess
 import sys
 import tempfile
@@ -35,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.cluster import Cluster, build_tools, existing_cluster, start_local, stop_local, wait_for  # noqa: E402
 from tests.helm.operator_proc import token_kubeconfig  # noqa: E402
+from tests.real.engines import engine_group, process  # noqa: E402
 
 NAMESPACE = "ascend-demo"
 NAME = "dsv4-flash"
@@ -111,7 +120,15 @@ def install(cluster: Cluster, bindir: Path) -> str:
     return "the Helm chart: CRDs, ServiceAccount, least-privilege RBAC"
 
 
-async def load(base: str, model: str, *, seconds: float, concurrency: int) -> int:
+def prompt_body(i: int, done: int, *, real: bool) -> dict[str, Any]:
+    """A 1K-token prompt: the simulator's `sim_prompt_tokens`, or 1024 characters (the tiny model's tokenizer
+    counts one token per byte)."""
+    if real:
+        return {"prompt": "".join(random.choices(string.ascii_letters, k=1024))}
+    return {"prompt": f"demo {i} {done}", "sim_prompt_tokens": 1024}
+
+
+async def load(base: str, model: str, *, seconds: float, concurrency: int, real: bool) -> int:
     """A short closed-loop load: `concurrency` clients sending 1K-token prompts for 128 tokens."""
     done = 0
     deadline = time.monotonic() + seconds
@@ -120,8 +137,7 @@ async def load(base: str, model: str, *, seconds: float, concurrency: int) -> in
         async def client(i: int) -> None:
             nonlocal done
             while time.monotonic() < deadline:
-                body = {"model": model, "prompt": f"demo {i} {done}", "sim_prompt_tokens": 1024, "max_tokens": 128,
-                        "ignore_eos": True}  # fmt: skip
+                body = {"model": model, **prompt_body(i, done, real=real), "max_tokens": 128, "ignore_eos": True}
                 async with session.post(f"{base}/v1/completions", json=body) as resp:
                     await resp.read()
                 done += 1
@@ -150,6 +166,31 @@ async def stall(base: str, model: str) -> None:
                 pass  # the engine is recreated under it
 
         await asyncio.gather(long_request(0), long_request(1))
+
+
+async def hang_engine_core(pod: dict[str, Any], base: str, model: str) -> None:
+    """The seed's failure on the real engine: requests running, then the EngineCore process stops (SIGSTOP,
+    by PID); the API server still answers /health 200 and the requests hang until the pod is rolled."""
+    ip = pod["status"]["podIP"]
+    pgid = engine_group(ip, 8000)
+    assert pgid is not None, f"no real engine on {ip}:8000"
+    core = process(pgid, "VLLM::EngineCore")
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+
+        async def one(i: int) -> None:
+            body = {"model": model, **prompt_body(i, 0, real=True), "max_tokens": 4000, "ignore_eos": True}
+            try:
+                async with session.post(f"{base}/v1/completions", json=body) as resp:
+                    await resp.read()
+            except (aiohttp.ClientError, TimeoutError):
+                pass  # the engine is recreated under it
+
+        tasks = [asyncio.create_task(one(i)) for i in range(4)]
+        await asyncio.sleep(3)
+        os.kill(core, signal.SIGSTOP)
+        async with session.get(f"{base}/health") as resp:
+            print(f"         EngineCore (pid {core}) stopped; /health answers {resp.status}", flush=True)
+        await asyncio.gather(*tasks)
 
 
 def show(cluster: Cluster) -> None:
@@ -195,17 +236,25 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
         liveness = f"http://127.0.0.1:{s.getsockname()[1]}/healthz"
     demo.spawn("operator", ["operator", "--liveness", liveness, "--resync-seconds", "5"],
                {"KUBECONFIG": str(token)})  # fmt: skip
+    real = args.engine == "vllm"
+    attach = ["attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)]
     sim_env = {**env, "AIS_SIM_TIME_SCALE": str(args.time_scale), "AIS_SIM_LOAD_SECONDS": "300"}
-    demo.spawn("simulators", ["attach", "--namespace", NAMESPACE, "--log-dir", str(demo.workdir)], sim_env,
-               program="aissim")  # fmt: skip
-    demo.step(f"operator running with ServiceAccount {account}'s token; simulators attached (logs in {demo.workdir})")
+    if real:
+        attach += ["--engine", "vllm", "--vllm-python", str(build_tools("vllm"))]
+    demo.spawn("engines", attach, sim_env, program="aissim")
+    what = "real engines (vLLM 0.25.1 on CPU)" if real else "simulators"
+    demo.step(f"operator running with ServiceAccount {account}'s token; {what} attached (logs in {demo.workdir})")
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     body = yaml.safe_load((ROOT / "examples" / "dsv4-flash.yaml").read_text())
     body["spec"]["image"] = SIM_IMAGE
+    if real:
+        body["spec"]["engine"].pop("speculative")
     cluster.apply(body, namespace=NAMESPACE)
-    demo.step("applied examples/dsv4-flash.yaml (image -> simulator)")
+    demo.step(
+        "applied examples/dsv4-flash.yaml (" + ("without DSpark, real engine" if real else "image -> simulator") + ")"
+    )
     show(cluster)
-    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=240, interval=2,
+    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=400, interval=2,
              message="Ready")  # fmt: skip
     pod = engine_pod(cluster)
     assert pod is not None
@@ -214,13 +263,17 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     show(cluster)
     base = f"http://{pod['status']['podIP']}:8000"
     model = body["spec"]["model"]["servedName"]
-    done = asyncio.run(load(base, model, seconds=args.load_seconds, concurrency=8))
+    done = asyncio.run(load(base, model, seconds=args.load_seconds, concurrency=8, real=real))
     demo.step(f"load: {done} requests at C8 for {args.load_seconds:.0f}s")
     show(cluster)
     first_uid = pod["metadata"]["uid"]
-    demo.step("injecting the seed's long-context stall: KV climbs past 97.5%, progress stops, /health stays 200")
-    # the long requests run until their engine is recreated under them
-    threading.Thread(target=lambda: asyncio.run(stall(base, model)), daemon=True).start()
+    if real:
+        demo.step("stopping the real engine's EngineCore under load: progress stops, /health stays 200")
+        threading.Thread(target=lambda: asyncio.run(hang_engine_core(pod, base, model)), daemon=True).start()
+    else:
+        demo.step("injecting the seed's long-context stall: KV climbs past 97.5%, progress stops, /health stays 200")
+        # the long requests run until their engine is recreated under them
+        threading.Thread(target=lambda: asyncio.run(stall(base, model)), daemon=True).start()
     degraded = wait_for(
         lambda: next((c for c in (ais(cluster).get("status") or {}).get("conditions") or []
                       if c["type"] == "Degraded" and c["reason"] == "Stalled"), None)
@@ -233,7 +286,7 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
     demo.step(f"rolled {roll['pod']}: reason {roll['reason']}")
     wait_for(lambda: (p := engine_pod(cluster)) is not None and p["metadata"]["uid"] != first_uid, timeout=120,
              message="the replacement pod")  # fmt: skip
-    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=240, interval=2,
+    wait_for(lambda: ready_reason(ais(cluster)) == "True/AllReplicasReady", timeout=400, interval=2,
              message="Ready again")  # fmt: skip
     demo.step("Ready again on a fresh engine")
     show(cluster)
@@ -250,6 +303,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster, operator and simulators running")
     parser.add_argument("--kubeconfig", help="use this cluster instead of starting one")
     parser.add_argument("--time-scale", type=float, default=30.0, help="simulator engine seconds per wall second")
+    parser.add_argument(
+        "--engine", choices=("sim", "vllm"), default="sim",
+        help="sim: the simulator (default); vllm: the real engine, vLLM 0.25.1 on CPU with a tiny model",
+    )  # fmt: skip
     parser.add_argument("--load-seconds", type=float, default=20.0, help="length of the load phase")
     parser.add_argument("--workdir", help="where logs and timeline.json go (default: a new temp dir)")
     args = parser.parse_args()

@@ -98,8 +98,9 @@ def get(url: str, *, key: str | None = None, timeout: float = 5.0) -> tuple[int,
 
 
 def gauges(base: str, *names: str) -> dict[str, float]:
-    """The summed value of each named vllm: gauge or counter on an engine's /metrics."""
-    status, text = get(f"{base}/metrics")
+    """The summed value of each named vllm: gauge or counter on an engine's /metrics (its API server shares 2
+    cores with the engine, the clients and the control plane here: a generous timeout)."""
+    status, text = get(f"{base}/metrics", timeout=20.0)
     assert status == 200, f"{base}/metrics answered {status}"
     out = dict.fromkeys(names, 0.0)
     for family in text_string_to_metric_families(text):

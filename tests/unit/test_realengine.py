@@ -88,3 +88,9 @@ def test_the_tiny_model_counts_one_token_per_byte_and_holds_the_profile_length(t
     assert ids == list(range(256, 256 + len(tinymodel.SPECIAL_TOKENS)))
     assert max(ids) < config["vocab_size"]
     assert {"<think>", "</think>"} <= {t["content"] for t in tok["added_tokens"]}
+
+
+def test_the_documented_translation_table_is_the_one_the_code_applies() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "real-engine.md").read_text()
+    table = doc.split("<!-- table:start -->\n", 1)[1].split("<!-- table:end -->", 1)[0]
+    assert table == realengine.table_markdown()

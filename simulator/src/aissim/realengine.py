@@ -138,3 +138,14 @@ def command(
 def environment(base: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
     """The engine's environment: the harness's own (PATH, HOME), the pod's Secret values, then ENV."""
     return {**base, **secrets, **ENV}
+
+
+def table_markdown() -> str:
+    """RULES and ADDED as the Markdown table docs/real-engine.md carries (a test keeps the two equal)."""
+    rows = ["| flag | becomes | why |", "|---|---|---|"]
+    for rule in RULES:
+        becomes = "dropped" if rule.value is None else f"`{rule.flag} {rule.value}`"
+        rows.append(f"| `{rule.flag}` | {becomes} | {rule.reason} |")
+    rows.append(f"| (added) | `{' '.join(ADDED)}` | dummy weights, eager execution, the weights' dtype |")
+    rows.append("| the model path | `--model <tiny model>` | aissim/tinymodel.py, made on the spot |")
+    return "\n".join(rows) + "\n"
