@@ -74,6 +74,10 @@ async def test_chat_stream_chunks_are_shaped_as_vllm_sends_them(sim: SimFactory)
     assert first["choices"] == [
         {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
     ]
+    # the first chunk sets both prompt fields explicitly, so exclude_unset keeps their nulls
+    # (chat_completion/serving.py:486-515); no later chunk has them
+    assert set(first) == {"id", "object", "created", "model", "choices", "prompt_token_ids", "prompt_text"}
+    assert (first["prompt_token_ids"], first["prompt_text"]) == (None, None)
     for event in middle:
         assert set(event) == {"id", "object", "created", "model", "choices"}
         assert set(event["choices"][0]) == {"index", "delta", "logprobs", "finish_reason", "token_ids"}

@@ -297,9 +297,12 @@ class StreamShaper:
                 "choices": choices, **extra}  # fmt: skip
 
     def role_chunk(self) -> dict[str, Any]:
-        """Chat only: the first chunk, the role with empty content (chat_completion/serving.py:490-525)."""
+        """Chat only: the first chunk, the role with empty content, and the two prompt fields the serving code
+        sets explicitly (so exclude_unset keeps them): `prompt_token_ids` (null without `return_token_ids`)
+        and `prompt_text` (null without `return_prompt_text`), chat_completion/serving.py:486-515."""
         delta = {"role": "assistant", "content": ""}
-        return self._chunk([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}
+        return self._chunk([choice], prompt_token_ids=None, prompt_text=None)
 
     def token_chunk(self, *, text: str, finish_reason: str | None) -> dict[str, Any]:
         """A chunk of new text; the finishing one carries `stop_reason` (null: EOS or length) and, when no
