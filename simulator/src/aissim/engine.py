@@ -23,6 +23,7 @@ from aissim.args import SimConfig
 from aissim.faults import FaultState
 from aissim.kvcache import KVPool, PrefixCache
 from aissim.metrics import VllmMetrics, cache_config_info
+from aissim.parsers import ToolParserMetrics
 from aissim.scheduler import Scheduler, SimRequest
 from aissim.specdecode import AcceptanceStream
 from aissim.tokens import PromptTokens, natural_length
@@ -243,6 +244,14 @@ class SimEngine:
                 user_specified_block_size=cfg.requested_block_size is not None,
                 kv_cache_size_tokens=pool_tokens,
             ),
+        )
+        known = cfg.known
+        self.tool_parser = ToolParserMetrics(
+            registry=self.metrics.registry,
+            model_name=cfg.served_model_name,
+            tool_call_parser=known.get("tool_call_parser"),
+            enable_auto_tool_choice=bool(known.get("enable_auto_tool_choice")),
+            reasoning_parser=known.get("reasoning_parser"),
         )
         self.cores = [
             EngineCore(index=i, cfg=cfg, clock=self.clock, faults=self.faults, metrics=self.metrics)

@@ -33,6 +33,7 @@ from typing import Any
 from aissim import tokens
 from aissim.args import SimConfig
 from aissim.calibration import VLLM_VERSION
+from aissim.parsers import NO_TOOLS, ToolUse, tool_use
 
 #: CompletionRequest.max_tokens defaults to 16 (vllm/entrypoints/openai/completion/protocol.py:61); chat has none.
 COMPLETION_DEFAULT_MAX_TOKENS = 16
@@ -72,6 +73,8 @@ class GenerationRequest:
     include_usage: bool
     n: int
     request_id: str
+    tool_use: ToolUse = NO_TOOLS
+    """A chat's tool_choice and thinking mode, for the tool-call parser's counter (aissim/parsers.py)."""
 
 
 def _int_field(body: dict[str, Any], key: str) -> int | None:
@@ -192,6 +195,7 @@ def parse_request(body: Any, *, chat: bool, cfg: SimConfig, request_id: str | No
         include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
         n=n,
         request_id=("chatcmpl-" if chat else "cmpl-") + str(rid),
+        tool_use=tool_use(body) if chat else NO_TOOLS,
     )
 
 

@@ -141,6 +141,8 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                     new, done = await delivery.next()
                     produced += new
                 text = tokens.output_text(seed=seed, start=0, count=produced)
+                if gen.chat:
+                    engine.tool_parser.on_response(gen.tool_use)
                 return _json(
                     openai.response_body(
                         req=gen,
@@ -166,6 +168,8 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                 if produced == 0 and gen.chat:
                     await send(shaper.role_chunk())
                 text = tokens.output_text(seed=seed, start=produced, count=new)
+                if gen.chat and new:
+                    engine.tool_parser.on_delta(gen.tool_use)
                 produced += new
                 reason = (req.finish_reason or "stop") if done else None
                 await send(shaper.token_chunk(text=text, finish_reason=reason))
