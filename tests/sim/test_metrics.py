@@ -93,6 +93,24 @@ async def test_cache_config_info_exposes_the_effective_cache_config(sim: SimFact
     assert set(sample.labels) == {*CACHE_CONFIG_LABELS, "engine"}  # vLLM's CacheConfig fields + engine
 
 
+async def test_cache_config_info_gives_the_max_concurrency_of_its_own_pool(sim: SimFactory) -> None:
+    """kv_cache_max_concurrency is set on every platform once the KV cache is built (vllm/v1/engine/core.py
+    305-315): the pool's blocks over the blocks one max_model_len request takes (kv_cache_utils.py:919-937)."""
+    concurrency = {}
+    for max_model_len in ("327680", "163840", "100000"):
+        argv = base_args()
+        argv[argv.index("--max-model-len") + 1] = max_model_len
+        s = await sim(argv)
+        (engine,) = (await s.state())["engines"]  # type: ignore[misc]
+        families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
+        (sample,) = families["vllm:cache_config_info"].samples
+        value = float(sample.labels["kv_cache_max_concurrency"])
+        assert value == engine["kv_blocks_total"] / -(-int(max_model_len) // 128)
+        concurrency[max_model_len] = value
+    assert concurrency["163840"] == 2 * concurrency["327680"]  # half the length, twice the requests
+    assert 1 < concurrency["327680"] < 2  # DeepSeek-V4's hybrid KV: ~2 pool tokens per context token
+
+
 async def test_no_spec_decode_series_without_a_speculative_config(sim: SimFactory) -> None:
     s = await sim(base_args(spec=False))
     await s.complete(max_tokens=5, ignore_eos=True)

@@ -231,6 +231,7 @@ class SimEngine:
         self.faults = FaultState()
         tp = cfg.tensor_parallel_size
         pool_tokens = cal.kv_pool_tokens(utilization=cfg.gpu_memory_utilization, tp=tp)
+        pool = KVPool(pool_tokens=pool_tokens, block_size=cfg.block_size)  # each engine core's, as built below
         self.metrics = VllmMetrics(
             model_name=cfg.served_model_name,
             num_engines=max(1, cfg.data_parallel_size),
@@ -243,6 +244,7 @@ class SimEngine:
                 num_gpu_blocks=pool_tokens // cfg.block_size,
                 user_specified_block_size=cfg.requested_block_size is not None,
                 kv_cache_size_tokens=pool_tokens,
+                kv_cache_max_concurrency=pool.max_concurrency(cfg.max_model_len),
             ),
         )
         known = cfg.known

@@ -32,6 +32,13 @@ class KVPool:
         self.used_blocks = 0
         self._held: dict[str, int] = {}
 
+    def max_concurrency(self, max_model_len: int) -> float:
+        """Requests of max_model_len tokens the pool holds at once: vLLM's kv_cache_max_concurrency, blocks
+        over blocks per request (vllm/v1/core/kv_cache_utils.py:919-937, via get_kv_cache_capacity at
+        1788-1798). vLLM's per-request need counts every KV cache group, so a hybrid model's concurrency is
+        below tokens / max_model_len; this pool's blocks already pay the hybrid cost per context token."""
+        return self.total_blocks / blocks_for(max_model_len, self.block_size)
+
     @property
     def usage(self) -> float:
         return self.used_blocks / self.total_blocks

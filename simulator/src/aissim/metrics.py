@@ -366,6 +366,7 @@ def cache_config_info(
     num_gpu_blocks: int,
     user_specified_block_size: bool = True,
     kv_cache_size_tokens: int | None = None,
+    kv_cache_max_concurrency: float | None = None,
 ) -> dict[str, str]:
     """CacheConfig.metrics_info(): {field: str(value)} over every CacheConfig field (the contract's
     CACHE_CONFIG_LABELS, vllm/config/cache.py:49-238), upstream defaults where the simulator has no value."""
@@ -384,7 +385,9 @@ def cache_config_info(
         "mamba_ssm_cache_dtype": "auto",
         "mamba_cache_mode": "none",
         "num_gpu_blocks": num_gpu_blocks,
-        "kv_cache_size_tokens": kv_cache_size_tokens,  # set once the KV cache is built (vllm/v1/engine/core.py:312-315)
+        # both set once the KV cache is built (vllm/v1/engine/core.py:305-315), on every platform
+        "kv_cache_size_tokens": kv_cache_size_tokens,
+        "kv_cache_max_concurrency": kv_cache_max_concurrency,
         "kv_sharing_fast_prefill": False,
         "kv_offloading_backend": "native",
         "_block_size_resolved": True,
