@@ -59,6 +59,7 @@ CACHE_CONFIG_VALUES = {
     "block_size": "the smallest KV group of the model: the tiny Llama's 128, DeepSeek-V4's 8 at --block-size 128",
     "kv_cache_size_tokens": "tokens the KV pool holds: 1 GiB of CPU memory vs 8 NPUs' HBM at 0.90",
     "num_gpu_blocks": "blocks of that pool",
+    "kv_cache_max_concurrency": "max_model_len requests that pool holds (vllm/v1/core/kv_cache_utils.py:919-937)",
     "kv_cache_memory_bytes": "set only by the CPU platform, from VLLM_CPU_KVCACHE_SPACE (vllm/platforms/cpu.py)",
 }
 #: Of those, the ones either engine may leave at None (only the CPU platform sets kv_cache_memory_bytes).
