@@ -29,6 +29,9 @@ from aissim.specdecode import AcceptanceStream
 from aissim.tokens import PromptTokens, natural_length
 
 MAX_LAG_WALL_S = 0.02  # behind schedule by more than this (wall seconds): slow the clock, never jump
+#: Engine seconds from the busy loop reading a request to the next schedule() (the least queue time vLLM
+#: reports): 3.7e-05 s on vLLM 0.25.1 (CPU) for the request the fidelity tier sends into a hang.
+READ_TO_SCHEDULE_S = 4e-05
 
 
 class EngineClock:
@@ -106,6 +109,9 @@ class EngineCore:
         self.busy_seconds = 0.0  # engine seconds spent in steps (idle and blocked time excluded)
         self.stalled = False
         self._prev_end: float | None = None
+        #: Engine time from which the busy loop reads its input: the end of the last step, or the resume of a
+        #: stopped engine core (a request that arrives before then waits in the socket, unread).
+        self._reading_since = 0.0
         #: True while a peer of a multi-node group is lost: every rank's collectives wait (aissim/group.py).
         self.peers_lost: Callable[[], bool] = lambda: False
 
@@ -158,13 +164,29 @@ class EngineCore:
                 self.clock.slip_to(self._prev_end)
             return self._prev_end
         if self.sched.waiting:
-            return min(now, max(self.engine_time, self.sched.waiting[0].arrival))
+            return min(now, max(self._reading_since, self.sched.waiting[0].arrival))
         return now
+
+    def _read_input(self, start: float) -> float:
+        """The busy loop reads its input queue between steps, and add_request stamps each request QUEUED then
+        (vllm/v1/engine/core.py:1259-1298, vllm/v1/core/sched/scheduler.py:2034); the next schedule() stamps
+        SCHEDULED (scheduler.py:430, 971-972), and queue time is the difference (vllm/v1/metrics/stats.py
+        439-440). So a request is queued from its arrival at an idle core, from the end of the step in flight
+        when it arrived, or from the resume of a stopped core, never from the seconds it sat unread; and its
+        queue time is never 0. Returns the step's start, moved past the read by READ_TO_SCHEDULE_S."""
+        read: float | None = None
+        for req in self.sched.waiting:
+            if req.queued_at is None:
+                req.arrival = min(req.arrival, start)  # arrived while the host lagged: see EngineClock.slip_to
+                req.queued_at = min(max(req.arrival, self._reading_since), start)
+                read = req.queued_at if read is None else max(read, req.queued_at)
+        return start if read is None else max(start, read + READ_TO_SCHEDULE_S)
 
     async def run(self) -> None:
         while True:
             if self._blocked():
-                if not self.frozen:
+                frozen = self.frozen
+                if not frozen:
                     # A live engine core with nothing it can schedule still loops, and each loop's
                     # update_from_output ships SchedulerStats (scheduler.py:1839-1849): new arrivals show
                     # as waiting, an aborted request as gone.
@@ -172,8 +194,10 @@ class EngineCore:
                 self._prev_end = None
                 self.wake.clear()
                 await self.wake.wait()
+                if frozen and not self.frozen:
+                    self._reading_since = self.clock.now()  # resumed: it reads what arrived while stopped
                 continue
-            start = self._start_time()
+            start = self._read_input(self._start_time())
             plan = self.sched.plan(now=start)
             if plan.empty:  # work exists but none fits (e.g. a prompt larger than the whole pool)
                 self._publish(queries=0, hits=0)
@@ -194,6 +218,7 @@ class EngineCore:
             self.engine_time = end
             self.busy_seconds += seconds
             self._prev_end = end
+            self._reading_since = end
             if emitted:
                 # vLLM builds IterationStats only for a step that returned request outputs
                 # (vllm/v1/engine/async_llm.py:663, contract.metrics.Update.STEP_WITH_OUTPUTS): a partial

@@ -35,12 +35,15 @@ class SimRequest:
     target_tokens: int  # tokens to produce before finishing (max_tokens, or the natural EOS point)
     stop_reason: str  # "length" when target == max_tokens, else "stop"
     arrival: float
+    """When the API server got it (e2e latency and TTFT count from here)."""
     accept: AcceptanceStream | None = None
     n: int = 1
     prefill_len: int = 0  # tokens to compute before decoding (prompt, or prompt + output after preemption)
     num_computed: int = 0  # tokens whose KV exists (prompt and output)
     cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
     output_tokens: int = 0
+    queued_at: float | None = None
+    """When the engine core read it (EngineCoreEventType.QUEUED; set by the engine loop)."""
     scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
@@ -209,8 +212,6 @@ class Scheduler:
                 it.time_to_first_tokens.append(end - req.arrival)
                 it.num_prompt_tokens += req.prompt.num_tokens
                 it.num_cached_prompt_tokens += req.cached_tokens  # the first admission's PrefillStats
-                it.n_params.append(req.n)
-                it.max_num_generation_tokens.append(req.max_tokens)
                 self.cache.insert(req.prompt.block_hashes)
             elif req.last_token_at is not None:
                 it.inter_token_latencies.append(end - req.last_token_at)
@@ -242,11 +243,17 @@ class Scheduler:
             self.running.remove(req)
             self.pool.free(req.rid)
             it.finished.append(_finished_stats(req, end))
+            # ParentRequest.observe_finished_request, called by the output processor for each finished request
+            # (vllm/v1/engine/output_processor.py:816-818, parallel_sampling.py:134-150): n, and the tokens the
+            # request generated (the most of its n samples), not its max_tokens.
+            it.n_params.append(req.n)
+            it.max_num_generation_tokens.append(req.output_tokens)
         return new
 
 
 def _finished_stats(req: SimRequest, end: float) -> FinishedRequest:
     scheduled = req.scheduled_at if req.scheduled_at is not None else req.arrival
+    queued = req.queued_at if req.queued_at is not None else req.arrival
     first = req.first_token_at if req.first_token_at is not None else end
     decode = end - first
     return FinishedRequest(
@@ -255,7 +262,7 @@ def _finished_stats(req: SimRequest, end: float) -> FinishedRequest:
         num_prompt_tokens=req.prompt.num_tokens,
         num_generation_tokens=req.output_tokens,
         max_tokens_param=req.max_tokens,
-        queued_time=max(0.0, scheduled - req.arrival),
+        queued_time=max(0.0, scheduled - queued),
         prefill_time=max(0.0, first - scheduled),
         inference_time=max(0.0, end - scheduled),
         decode_time=max(0.0, decode),
