@@ -133,6 +133,7 @@ def tokenizer_config() -> dict[str, Any]:
 
 def files() -> dict[str, str]:
     """File name -> content of the model directory."""
+
     def dump(obj: Any) -> str:
         return json.dumps(obj, indent=1, ensure_ascii=False) + "\n"
 
