@@ -94,7 +94,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         with capture.global_and_fixture_disabled():
             for stage in todo:
                 t0 = time.monotonic()
-                print(f"\n[tools] {item.nodeid} needs {stage}: hack/build-k8s.sh {stage}", file=sys.stderr)
+                script = "hack/real-vllm.sh" if stage == "vllm" else f"hack/build-k8s.sh {stage}"
+                print(f"\n[tools] {item.nodeid} needs {stage}: {script}", file=sys.stderr)
                 try:
                     build_tools(stage)
                 except ToolBuildError as exc:  # the test's fixture raises it again, as the test's error

@@ -29,7 +29,9 @@ echo "== mypy --strict" >&2
 .venv/bin/mypy
 echo "== pytest" >&2
 set +e
-.venv/bin/pytest "$@"
+# --durations: the 30 slowest tests are listed before pytest's summary line, so a run over its time budget
+# says where the time went.
+.venv/bin/pytest --durations=30 "$@"
 rc=$?
 for pid in "${prefetch[@]}"; do
   wait "$pid" || { echo "a background build failed:" >&2; tail -n 40 "$prefetch_log" >&2; }
