@@ -118,3 +118,48 @@ def test_an_unreachable_api_server_keeps_attach_and_its_engines_running() -> Non
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_gone_pods_engine_group_goes_whole_even_a_stopped_member(tmp_path: Path) -> None:
+    """A real engine is three processes (API server, EngineCore, Worker); a test or a fault may have stopped
+    one. When its pod goes, attach must leave none of them behind, and must not wait for them to go."""
+    import os
+    import signal
+    import time
+
+    from aissim.attach import sync
+
+    def launcher(target: Target, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        script = f"sleep 60 & echo $! > {tmp_path}/member; wait"
+        return ["bash", "-c", script], dict(os.environ)
+
+    target = Target(uid="u-1", name="svc-0", namespace="llm", ip="127.10.0.7", args=("serve",), port=8000)
+    engines = Engines()
+    sync(engines, [target], now=0.0, log_dir=None, launcher=launcher)
+    leader = engines.children["u-1"].process
+    member_file = tmp_path / "member"
+    deadline = time.monotonic() + 10
+    while not member_file.exists() or not member_file.read_text().strip():
+        assert time.monotonic() < deadline, "the engine's member never started"
+        time.sleep(0.05)
+    member = int(member_file.read_text())
+    assert os.getpgid(member) == leader.pid  # the engine runs in a group of its own
+    os.kill(member, signal.SIGSTOP)
+    sync(engines, [], now=1.0, log_dir=None, launcher=launcher)  # the pod is gone: SIGTERM, no wait
+    assert not engines.children
+    assert len(engines.stopping) == 1
+    leader.wait(timeout=10)
+    sync(engines, [], now=2.0, log_dir=None, launcher=launcher)  # leader gone: the group is killed, reaped
+    assert not engines.stopping
+
+    def gone(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        return state == "Z"  # a zombie waiting for init: no longer runs
+
+    deadline = time.monotonic() + 10
+    while not gone(member):
+        assert time.monotonic() < deadline, "the stopped member outlived its pod"
+        time.sleep(0.05)

@@ -273,7 +273,7 @@ def sync(
                 child.exited_at = now
                 log.info("engine for %s exited with %s", target.name, child.process.returncode)
             elif now - child.exited_at >= RESTART_BACKOFF_SECONDS:
-                reap(child, now=now)
+                reap(engines.children.pop(uid), now=now)  # once: its group id is not signalled again
                 start(target)
 
 
