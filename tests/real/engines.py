@@ -11,9 +11,7 @@ Processes are found through /proc by the process group each engine runs in (aiss
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -25,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aissim import realengine
+from aissim.attach import stop_group
 from tests.e2e.cluster import build_tools, wait_for
 
 #: At most two real engines run at once (~3.7 GB each); a start takes 45-100 s on 2 cores.
@@ -124,19 +123,8 @@ class Engine:
         return f"http://{self.host}:{self.port}"
 
     def stop(self) -> None:
-        """SIGTERM to the group, SIGKILL after 20 s; the group's stopped members are killed too."""
-        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.popen.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        self.popen.wait()
+        """The group goes as `aissim attach` stops a pod's engine, stopped members included."""
+        stop_group(self.popen)
 
 
 def start_engine(python: str, serve_args: list[str], *, host: str, port: int, log: Path, cache: Path) -> Engine:

@@ -213,12 +213,20 @@ def reap(child: Child, *, now: float) -> bool:
     return True
 
 
-def stop(child: Child) -> None:
-    """Stop one engine now: SIGTERM to its group, wait out the grace, then SIGKILL."""
-    terminate(child, now=time.monotonic())
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop an engine's process group (its leader's PID is the group's id) now: SIGTERM, the grace, SIGKILL
+    to whatever of the group is left, stopped members included."""
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        child.process.wait(timeout=STOP_GRACE_SECONDS)
-    reap(child, now=time.monotonic() + STOP_GRACE_SECONDS)
+        process.wait(timeout=STOP_GRACE_SECONDS)
+    _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def stop(child: Child) -> None:
+    """Stop one engine now (stop_group)."""
+    stop_group(child.process)
 
 
 @dataclass
