@@ -119,6 +119,15 @@ def test_two_node_example_is_one_leader_worker_set(two_node: ParsedService) -> N
     assert worker["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] == "8"
 
 
+def test_the_groups_roll_within_the_services_budget_and_never_surge(two_node_body: dict[str, Any]) -> None:
+    """LWS's rolling update is a deletion too: it takes out no more groups than spec.rollout.maxUnavailable,
+    and never a surge group, whose NPUs only the groups it replaces hold."""
+    two_node_body["spec"]["replicas"] = 4
+    two_node_body["spec"]["rollout"] = {"maxUnavailable": 2}
+    lws = build_leader_worker_set(parse_resource(two_node_body).spec, owner=OWNER)
+    assert lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"] == {"maxUnavailable": 2, "maxSurge": 0}
+
+
 def test_multi_node_service_selects_only_leaders(two_node: ParsedService) -> None:
     assert build_service(two_node.spec, owner=OWNER)["spec"]["selector"] == {
         "inference.ascend.dev/service": "dsr1",

@@ -9,7 +9,9 @@ leader differs from a single-node pod only by the group flags and network env. T
   group by deleting its leader pod;
 - `startupPolicy: LeaderCreated` (types.go:333): workers start with the leader, not after it is Ready -
   the leader's canary can only pass once every worker joined, so LeaderReady would never start them;
-- rolling updates one group at a time without surge: every pod holds a whole node's NPUs.
+- the rolling update takes at most spec.rollout.maxUnavailable groups out at once, the operator's own budget
+  (disruption/decide.py), and never surges: every pod holds a whole node's NPUs, so a surge group would
+  wait for NPUs that only the groups it is meant to replace hold.
 The LWS is named `<service>-group`: LWS creates a headless Service named after it for the pods' DNS
 subdomain (pkg/utils/controller/controller_utils.go:32-64) and skips that when a Service of the name
 exists, so it may not share the name of the operator's ClusterIP Service.
@@ -88,7 +90,7 @@ def build_leader_worker_set(
             "startupPolicy": "LeaderCreated",
             "rolloutStrategy": {
                 "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+                "rollingUpdateConfiguration": {"maxUnavailable": spec.rollout.max_unavailable, "maxSurge": 0},
             },
             "leaderWorkerTemplate": {
                 "size": spec.parallelism.nodes,
