@@ -3,18 +3,20 @@
 Each test runs its own `aissim attach` for its namespace, so a test can start its engines with a
 fault (slow start, dropped args) without touching other tests. Health windows are shortened through
 `spec.health`, exactly as a user would tune them.
+
+No healthy-long-prefill case here: at 30x a 512K prefill lasts ~5 s, shorter than any stall window, so it
+could not fail. A long chunked prefill judged at real speed on the real engine is in tests/real
+(test_real_engine.py, a 32K prefill outlasting two stall windows), and the detector's KV evidence on a 512K
+prefill at its real timing is in tests/health (test_stall.py, test_machine.py: traces on an injected clock).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-import aiohttp
 import pytest
 
 from tests.e2e.cluster import Cluster, wait_for
@@ -146,30 +148,6 @@ def test_repeated_stalls_hit_the_rate_limit(
         stop2.set()
 
 
-def test_healthy_512k_prefill_is_not_rolled(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
-) -> None:
-    ready_service(cluster, namespace, add_nodes, attach, health=FAST, engine=LONG)
-    pod = live_pod(cluster, namespace, "svc")
-    assert pod is not None
-    base = f"http://{pod['status']['podIP']}:8000"
-
-    async def long_request() -> dict[str, Any]:
-        body = {"model": "deepseek-v4-flash", "prompt": "long", "sim_prompt_tokens": PROMPT_512K, "max_tokens": 16}
-        timeout = aiohttp.ClientTimeout(total=120)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(base + "/v1/completions", json=body) as resp,
-        ):
-            result: dict[str, Any] = await resp.json()
-            return result
-
-    result = asyncio.run(long_request())  # 148.76 engine-seconds of chunked prefill, ~5 s here
-    assert result["usage"]["prompt_tokens"] == PROMPT_512K
-    assert "lastRoll" not in ais(cluster, namespace, "svc")["status"]
-    assert (live_pod(cluster, namespace, "svc") or {}).get("metadata", {}).get("uid") == pod["metadata"]["uid"]
-
-
 def test_drift_is_rolled_when_another_replica_serves(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
@@ -209,13 +187,11 @@ def test_two_simultaneous_stalls_are_both_rolled_one_cooldown_apart(
     first = {p["metadata"]["name"]: p for p in pods(cluster, namespace, "svc")}
     for pod in first.values():
         post(f"http://{pod['status']['podIP']}:8000", "/sim/faults", {"fault": "hang"})
-    hung_at = time.monotonic()
     rolls = wait_for(
         lambda: len(r := ais(cluster, namespace, "svc")["status"].get("rolls") or []) >= 2 and r,
         timeout=90,
         message="both stalled replicas rolled",
     )
-    assert time.monotonic() - hung_at <= 2 * cooldown + 45
     assert sorted(r["pod"] for r in rolls) == ["svc-0", "svc-1"]
     assert {r["reason"] for r in rolls} == {"Stalled"}
     times = sorted(epoch(r["time"]) for r in rolls)
