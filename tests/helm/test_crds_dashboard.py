@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 from kopf._cogs.structs import references
 
-from ascend_operator.api.crd import build_crd
 from ascend_operator.contract import metrics as contract_metrics
 from ascend_operator.controller.metrics import EXPORTED
+from ascend_operator.crd import build_crd
 from tests.helm.chart import CHART, ROOT, Helm, one
 
 KSM_SERIES = {"kube_pod_status_ready", "kube_pod_labels", "up"}

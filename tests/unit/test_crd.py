@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ascend_operator.api.crd import NAME_VALIDATION, build_crd
+from ascend_operator.crd import NAME_VALIDATION, build_crd
 from ascend_operator.validation.rules import RULES
 from tests.unit.conftest import ROOT
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ascend_operator.api.crd import build_crd
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.crd import build_crd
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec

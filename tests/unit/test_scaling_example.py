@@ -6,7 +6,7 @@ from pathlib import Path
 import yaml
 
 from ascend_operator.api.constants import API_VERSION, KIND
-from ascend_operator.api.crd import build_crd
+from ascend_operator.crd import build_crd
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "keda-scaledobject.yaml"
 

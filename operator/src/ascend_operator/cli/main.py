@@ -14,12 +14,12 @@ from typing import Any
 import yaml
 
 from ascend_operator.api.constants import API_VERSION, NPU_RESOURCE
-from ascend_operator.api.crd import build_crd
 from ascend_operator.api.parse import SpecError
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.load import Loaded, load
 from ascend_operator.cli.plan import format_plan
+from ascend_operator.crd import build_crd
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.netpol import build_network_policy

@@ -1,4 +1,7 @@
-"""Generate the CustomResourceDefinition from the pydantic models.
+"""Generate the CustomResourceDefinition from the pydantic models (`aisctl crd`, `make crd`).
+
+It lives above `api` and `validation` because it joins them: the models come from `api`, which imports
+nothing else of the package, and the CEL rules from `validation`, which renders to check them.
 
 The models are the schema: descriptions, defaults, ranges and patterns come from their fields, the CEL
 rules from `ascend_operator.validation.rules`. The output is a structural OpenAPI v3 schema as the API
