@@ -35,6 +35,18 @@ POOL_KIND = "InferencePool"
 POOL_PLURAL = "inferencepools"
 POOL_CRD = f"{POOL_PLURAL}.{POOL_GROUP}"
 
+#: The LeaderWorkerSet API a multi-node service becomes (sigs.k8s.io/lws v0.7.0, api/leaderworkerset/v1):
+#: here, not in render/lws.py, because the clients address it too and clients import no render.
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_VERSION = "v1"
+LWS_API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
+LWS_KIND = "LeaderWorkerSet"
+LWS_PLURAL = "leaderworkersets"
+#: Labels LWS puts on every pod of a group (leaderworkerset_types.go:36-44).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
 #: On an engine pod being drained before a planned deletion: JSON {"since": RFC 3339, "reason", "message"}.
 #: On the pod, not in memory, so a restarted or failed-over operator continues the drain it finds.
 ANNOTATION_DRAIN = f"{GROUP}/drain"

@@ -23,6 +23,9 @@ from kubernetes.client.exceptions import ApiException
 from ascend_operator.api.constants import (
     GROUP,
     LABEL_SERVICE,
+    LWS_GROUP,
+    LWS_PLURAL,
+    LWS_VERSION,
     PLURAL,
     POOL_GROUP,
     POOL_PLURAL,
@@ -31,7 +34,6 @@ from ascend_operator.api.constants import (
 )
 from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.informer import Store
-from ascend_operator.render.lws import LWS_GROUP, LWS_PLURAL, LWS_VERSION
 
 T = TypeVar("T")
 RETRY_DELAY = 5.0
