@@ -2,7 +2,8 @@
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
 2. ensure the NetworkPolicy (or its absence when turned off) and, beside it, the pods (step 3; a refused
-   policy takes the new pods with it), then the Service and the PodDisruptionBudget;
+   policy takes the new pods with it), then the Service and the PodDisruptionBudget (counted in groups for
+   a multi-node spec: render/group_pdb.py);
 3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
    disruption step (controller/disrupt.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
@@ -41,6 +42,7 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate
+from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
 from ascend_operator.render.pod import (
@@ -122,7 +124,11 @@ async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> 
 
 
 async def _ensure_pdb(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
-    desired = build_pdb(parsed.spec, owner=owner)
+    # one name for both: a topology switch patches the budget in place (render/group_pdb.py)
+    if is_multi_node(parsed.spec):
+        desired = build_group_pdb(parsed.spec, owner=owner)
+    else:
+        desired = build_pdb(parsed.spec, owner=owner)
     read = functools.partial(ctx.kube.read_pdb, owner.namespace, owner.name)
     current = await read()
     if desired is None:
