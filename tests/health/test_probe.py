@@ -9,7 +9,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from ascend_operator.health import probe, progress
+from ascend_operator import probe
+from ascend_operator.health import progress
 from ascend_operator.render.probes import probe_source
 from tests.sim.conftest import MODEL, SimFactory, base_args, sim  # noqa: F401  (a fixture of tests/sim)
 

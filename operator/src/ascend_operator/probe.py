@@ -1,5 +1,8 @@
 """The kubelet readiness probe: a generation canary, run inside the engine container. Standard library only.
 
+Outside `health/` because it does HTTP, and health is pure; it sits beside the clients in the layers
+(.importlinter) and uses health only for the definition of progress.
+
 The engine image (vllm-ascend) has Python but not this package, so the pod runs this file's source, with
 `ascend_operator/health/progress.py` prepended (render/probes.py), as `python3 -c <source> PORT MODEL
 MAX_TOKENS TIMEOUT PROMPT [HOST]` (an argument list, no shell). It passes when tokens come back within the
