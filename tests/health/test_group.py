@@ -15,22 +15,28 @@ from ascend_operator.api.parse import parse_resource
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.group import (
-    WORKER_GONE,
     GroupObservation,
     MissingWorker,
-    group_verdict,
+    name_ranks,
     observe,
     observe_group,
     rank_owners,
 )
-from ascend_operator.health.judge import PodHealth, Verdict
+from ascend_operator.health.judge import PodHealth, Verdict, judge
 from ascend_operator.health.machine import Observations, RequestRoll, SetGate, step
 from ascend_operator.health.samples import EngineSample
 
 ROOT = Path(__file__).resolve().parents[2]
 LEADER = "svc-group-0"
 WORKER = "svc-group-0-1"
+WORKER_GONE = "WorkerGone"
 PASSING = Verdict(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")
+
+
+def judged(group: GroupObservation, *, served: bool) -> Verdict:
+    """The leader's verdict with `group`, its own engine passing every other rule."""
+    state = PodHealth(mismatches=(), served=served, last_canary=0.0, samples=(EngineSample(t=0.0),))
+    return judge(state, now=0.0, cfg=HealthSpec(), group=group)
 
 
 def pod(
@@ -134,7 +140,7 @@ def test_a_gone_worker_makes_the_group_verdict(
 ) -> None:
     leader = pod(LEADER)
     group = observe_group(leader, [leader, *workers], size=2, local_ranks=2)
-    verdict = group_verdict(PASSING, group, served=served)
+    verdict = judged(group, served=served)
     if want is None:
         assert verdict == PASSING, case
         return
@@ -152,7 +158,7 @@ def test_a_gone_worker_makes_the_group_verdict(
 def test_every_missing_worker_of_a_larger_group_is_named() -> None:
     leader = pod(LEADER)
     pods = [leader, pod("svc-group-0-1", index=1), pod("svc-group-0-3", index=3, phase="Failed", ready=False)]
-    verdict = group_verdict(PASSING, observe_group(leader, pods, size=4, local_ranks=1), served=True)
+    verdict = judged(observe_group(leader, pods, size=4, local_ranks=1), served=True)
     assert verdict.message == (
         f"group of {LEADER}: worker svc-group-0-2 has no pod; worker svc-group-0-3 is Failed; its ranks cannot progress"
     )
@@ -160,12 +166,9 @@ def test_every_missing_worker_of_a_larger_group_is_named() -> None:
 
 
 def test_stalled_ranks_are_named_with_the_pod_that_runs_them() -> None:
-    stalled = Verdict(
-        ready=False, reason="Stalled", message="DP ranks 2, 3 of 4: ...", roll=RollReason.STALLED, ranks=("2", "3")
-    )
-    leader = pod(LEADER)
-    verdict = group_verdict(stalled, observe_group(leader, [leader, worker()], size=2, local_ranks=2), served=True)
-    assert verdict.message == f"DP ranks 2, 3 of 4: ...; ranks 2, 3 on {WORKER}"
+    assert name_ranks(
+        "DP ranks 2, 3 of 4: ...", ("2", "3"), GroupObservation(leader=LEADER, size=2, local_ranks=2)
+    ) == (f"DP ranks 2, 3 of 4: ...; ranks 2, 3 on {WORKER}")
     assert rank_owners(["0", "3", "5"], leader=LEADER, local_ranks=2) == {
         LEADER: ["0"],
         WORKER: ["3"],

@@ -7,7 +7,8 @@ pod gets stuck: being deleted (Draining), not placed (InsufficientNPU / Unschedu
 scheduler's message), a volume that does not mount (FailedMount, from the pod's events: the pod status
 only says ContainerCreating), a container the kubelet cannot start or keeps restarting (its waiting
 reason and message, CrashLoopBackOff with the restart count and the last exit), then the health verdict
-(ConfigMismatch, Stalled). A replica whose pod the API server refused to create (ResourceQuota, admission,
+when it is a fault (the judge chain's `fault` rules, health/judge.py: WorkerGone, ConfigMismatch, Stalled).
+A replica whose pod the API server refused to create (ResourceQuota, admission,
 Pod Security) is PodCreateFailed with the server's message. Across replicas the most serious cause names
 the service's reason.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ascend_operator.controller.views import PodView
+from ascend_operator.health.judge import FAULTS
 
 #: Container waiting reasons the kubelet reports for a container that cannot start, by how much they say
 #: about a fault the user has to fix (kubelet: pkg/kubelet/images/types.go ErrImagePullBackOff,
@@ -32,11 +34,10 @@ CONTAINER_FAULTS = (
     "CreateContainerError",
     "RunContainerError",
 )
-#: Every cause, most serious first; the service's reason is the first one any replica has.
+#: Every cause, most serious first; the service's reason is the first one any replica has. The health
+#: verdicts that are faults come first, in the judge chain's order (health/judge.py `FAULTS`).
 SEVERITY = (
-    "ConfigMismatch",
-    "Stalled",
-    "WorkerGone",
+    *FAULTS,
     *CONTAINER_FAULTS,
     "PodCreateFailed",
     "FailedMount",
@@ -73,7 +74,7 @@ def pod_cause(pod: PodView, *, mount_failure: str | None = None, health: tuple[s
     """The first blocking cause of one pod; None when it serves (Ready) and nothing is wrong.
 
     `mount_failure` is the message of the pod's latest FailedMount event, `health` the operator's
-    (reason, message) verdict when it is a fault (ConfigMismatch, Stalled).
+    (reason, message) verdict when it is a fault (health/judge.py `FAULTS`).
     """
     if pod.terminating:
         return Cause(pod=pod.name, reason="Draining", message="the pod is being deleted")

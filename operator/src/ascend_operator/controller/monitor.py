@@ -37,12 +37,14 @@ from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.drift import dump_baseline, load_baseline
+from ascend_operator.health.grace import in_startup_grace
 from ascend_operator.health.group import observe
-from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict
+from ascend_operator.health.judge import FAULTS, CanaryOutcome, PodHealth, Verdict
 from ascend_operator.health.machine import (
     Action,
     Announce,
     Observations,
+    RequestRoll,
     SetGate,
     canary_due,
     config_check_due,
@@ -64,10 +66,13 @@ class MonitorState:
     canaries: dict[str, "asyncio.Task[CanaryOutcome]"] = field(default_factory=dict)
     announced: set[tuple[str, str]] = field(default_factory=set)
     """Warnings already posted (an unreadable key Secret), so each is one event, not one per pass."""
+    scrape_failures: dict[str, int] = field(default_factory=dict)
+    """A pass's scrapes that gave no sample, by pod uid (logged at debug with each failure)."""
 
     def forget(self, keep: set[str]) -> None:
         """Drop the pods not in `keep` (gone, terminating), cancelling their canaries."""
         self.pods = {uid: h for uid, h in self.pods.items() if uid in keep}
+        self.scrape_failures = {uid: n for uid, n in self.scrape_failures.items() if uid in keep}
         for uid in [u for u in self.canaries if u not in keep]:
             self.canaries.pop(uid).cancel()
 
@@ -119,9 +124,30 @@ async def _fetch(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -
     return None if text is None else _Exposition(text, mon.mono())
 
 
-async def _scrape(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -> EngineSample | None:
+async def _scrape(
+    mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView, *, failures: dict[str, int] | None = None
+) -> EngineSample | None:
+    """One scrape parsed; a scrape without a sample is logged at debug with the time it took and counted in
+    `failures` (by pod uid) when given."""
+    started = mon.mono()
     fetched = await _fetch(mon, spec, pod)
-    return None if fetched is None else fetched.sample()
+    sample = None if fetched is None else fetched.sample()
+    if sample is None:
+        why = "no answer (refused, error status or timeout)" if fetched is None else "not a Prometheus exposition"
+        _scrape_failed(pod, why, elapsed=mon.mono() - started, timeout=spec.health.scrape_timeout_seconds, n=failures)
+    return sample
+
+
+def _scrape_failed(pod: PodView, why: str, *, elapsed: float, timeout: float, n: dict[str, int] | None) -> None:
+    """Why a scrape gave no sample and how long it took. Three scrape intervals without one make the pod
+    EngineNotAnswering; a lone flap under load is explained here: `elapsed` includes the wait for the
+    engine client's concurrency limit, which a scrape queued behind many others spends before its own
+    timeout starts."""
+    count = ""
+    if n is not None:
+        n[pod.uid] = n.get(pod.uid, 0) + 1
+        count = f" ({n[pod.uid]} failed scrape(s) of this pod)"
+    log.debug("scrape of pod %s failed after %.2fs (timeout %.1fs): %s%s", pod.name, elapsed, timeout, why, count)
 
 
 async def _api_key(mon: Monitor, spec: AscendInferenceServiceSpec, namespace: str, state: MonitorState) -> str | None:
@@ -241,10 +267,14 @@ async def _config_checks(
 
 async def _execute(
     mon: Monitor, state: MonitorState, pod: PodView, namespace: str, actions: tuple[Action, ...]
-) -> None:
-    """Carry out a machine's gate writes and announcements (roll requests go to the roll policy)."""
+) -> list[Candidate]:
+    """Carry out a machine's gate writes and announcements; its roll requests come back as the pass's
+    deletion candidates (the disruption step decides them with every other candidate)."""
+    rolls: list[Candidate] = []
     for action in actions:
-        if isinstance(action, Announce):
+        if isinstance(action, RequestRoll):
+            rolls.append(Candidate(pod=pod.name, uid=pod.uid, reason=action.reason, message=action.message))
+        elif isinstance(action, Announce):
             mon.events(action.type, action.reason, f"pod {pod.name}: {action.message}")
         elif isinstance(action, SetGate):
             condition = {
@@ -261,18 +291,12 @@ async def _execute(
                 written = False
             if not written:  # gone (404) or refused: the next pass writes it again if the pod is still there
                 state.pods[pod.uid] = gate_not_written(state.pods[pod.uid])
+    return rolls
 
 
-def _candidates(
-    spec: AscendInferenceServiceSpec, pods: list[PodView], verdicts: Mapping[str, Verdict], *, now: float
-) -> list[Candidate]:
-    """The health loop's deletion candidates: the machines' roll requests and pods past their maximum age."""
-    found = [
-        Candidate(pod=p.name, uid=p.uid, reason=v.roll, message=v.message)
-        for p in pods
-        if (v := verdicts.get(p.uid)) and v.roll
-    ]
-    found += [
+def _recycle(spec: AscendInferenceServiceSpec, pods: list[PodView], *, now: float) -> list[Candidate]:
+    """Pods past their maximum age (`spec.health.recycle`)."""
+    return [
         Candidate(
             pod=p.name,
             uid=p.uid,
@@ -282,7 +306,6 @@ def _candidates(
         for p in pods
         if not p.terminating and recycle_due(started_at=epoch(p.started_at), now=now, cfg=spec.health.recycle)
     ]
-    return found
 
 
 async def _keep_baselines(mon: Monitor, state: MonitorState, pods: list[PodView], namespace: str) -> None:
@@ -310,22 +333,14 @@ def _share(
 
 
 def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:
-    """Never Ready and inside the startup grace: the engine is still loading its weights."""
-    started = epoch(pod.started_at)
-    in_grace = started is None or now - started < spec.health.startup_grace_seconds
-    return in_grace and not state.pods[pod.uid].served
-
-
-#: Verdicts that are a fault of the pod: the status names them as the replica's cause (`causes.py`).
-FAULT_VERDICTS = ("ConfigMismatch", "Stalled", "WorkerGone")
+    """The engine is still loading its weights (the one startup-grace rule, health/grace.py)."""
+    return in_startup_grace(epoch(pod.started_at), served=state.pods[pod.uid].served, now=now, cfg=spec.health)
 
 
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, tuple[str, str]]:
-    return {
-        p.uid: (v.reason, v.message)
-        for p in pods
-        if (v := verdicts.get(p.uid)) is not None and v.reason in FAULT_VERDICTS
-    }
+    """Verdicts that are a fault of the pod (the chain's `fault` rules): the status names them as the
+    replica's cause (`causes.py`)."""
+    return {p.uid: (v.reason, v.message) for p in pods if (v := verdicts.get(p.uid)) is not None and v.reason in FAULTS}
 
 
 async def health_pass(
@@ -348,13 +363,18 @@ async def health_pass(
     state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate, load_baseline(p.drift_baseline)) for p in live}
     scraped_at = mon.wall()
     samples = dict(
-        zip((p.uid for p in live), await asyncio.gather(*(_scrape(mon, spec, p) for p in live)), strict=True)
+        zip(
+            (p.uid for p in live),
+            await asyncio.gather(*(_scrape(mon, spec, p, failures=state.scrape_failures) for p in live)),
+            strict=True,
+        )
     )
     answering = [p for p in live if samples[p.uid] is not None]
     outcomes = _finished_canaries(state)
     api_key = await _api_key(mon, spec, namespace, state) if answering else None
     configs = await _config_checks(mon, spec, state, answering, samples, api_key)
     verdicts: dict[str, Verdict] = {}
+    rolls: list[Candidate] = []  # what the machines ask for, and nothing else: their actions are the only path
     for pod in live:
         obs = Observations(
             sample=samples[pod.uid],
@@ -367,7 +387,7 @@ async def health_pass(
         state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
         if state.pods[pod.uid].canary_failures > health.canary_failures:  # a canary that counted as failed
             record_canary_failure(namespace, service, pod.name)
-        await _execute(mon, state, pod, namespace, actions)
+        rolls += await _execute(mon, state, pod, namespace, actions)
     publish_engines(
         namespace,
         service,
@@ -380,7 +400,8 @@ async def health_pass(
     _share(memory, state, samples, scraped_at=scraped_at)
     site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
     # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
-    await disrupt(site, memory, spec, source="health", candidates=_candidates(spec, views, verdicts, now=mon.wall()))
+    candidates = rolls + _recycle(spec, views, now=mon.wall())
+    await disrupt(site, memory, spec, source="health", candidates=candidates)
     # a draining pod takes no canary: its requests must reach 0, and the canary is one
     idle = [p for p in answering if p.drain is None]
     _launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)

@@ -4,9 +4,9 @@ Why: the operator scrapes and canaries only a group's leader (workers run `--hea
 and a lost worker does not always show there in time: while a worker pod is gone its ranks' series on
 the leader just stop moving, and a dense model's other ranks keep advancing. The pods themselves say
 it at once, so the group's verdict reads them too. Pure: pod views in (anything with the fields of
-`Member`, as controller/views.py `PodView` has them), an observation out; `group_verdict` folds it
-into the leader's verdict, which sets the leader's readiness gate and may ask for the group's roll
-(deleting the leader recreates the group: render/lws.py, RecreateGroupOnPodRestart).
+`Member`, as controller/views.py `PodView` has them), an observation out; the judge's `WorkerGone`
+rule (health/judge.py) makes it the leader's verdict, which sets the leader's readiness gate and may ask
+for the group's roll (deleting the leader recreates the group: render/lws.py, RecreateGroupOnPodRestart).
 
 Facts of sigs.k8s.io/lws v0.7.0 this relies on:
 - a group's workers are the pods `<leader>-1 .. <leader>-(size-1)` of a StatefulSet named after the
@@ -24,15 +24,10 @@ the start itself, not a fault; only a definite loss (deleted, failed, restarted,
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.disruption.model import RollReason
-from ascend_operator.health.judge import Verdict
-
-WORKER_GONE = "WorkerGone"
-"""The verdict reason of a group with a worker gone."""
 
 #: Pod phases after which the container does not run again (or whose node stopped reporting).
 ENDED_PHASES = frozenset({"Failed", "Succeeded", "Unknown"})
@@ -148,27 +143,31 @@ def rank_owners(ranks: Sequence[str], *, leader: str, local_ranks: int) -> dict[
     return owners
 
 
-def group_verdict(verdict: Verdict, group: GroupObservation | None, *, served: bool) -> Verdict:
-    """The leader's verdict as the group's: a gone worker overrides it (not ready, the worker named, a
-    roll unless LWS recreates the group itself or the group is still starting); stalled ranks are
-    named with the pod that runs them."""
-    if group is None:
-        return verdict
+@dataclass(frozen=True, kw_only=True)
+class Gone:
+    """The workers of a group that are gone, as the group's verdict names them."""
+
+    message: str
+    count: float
+    lws_recreates: bool
+    """Every gone worker is one LWS's RecreateGroupOnPodRestart already recreates the group for."""
+
+
+def gone_workers(group: GroupObservation, *, served: bool) -> Gone | None:
+    """The group's gone workers (any missing one once the leader has served; before, only definite
+    losses), None when none is."""
     gone = [w for w in group.missing if w.definite or served]
-    if gone:
-        lws = all(w.lws_recreates for w in gone)
-        names = "; ".join(f"worker {w.name} {w.why}" for w in gone)
-        tail = " (LeaderWorkerSet recreates the group)" if lws else ""
-        roll = RollReason.STALLED if served and not lws else None
-        return Verdict(
-            ready=False,
-            reason=WORKER_GONE,
-            message=f"group of {group.leader}: {names}; its ranks cannot progress{tail}",
-            roll=roll,
-            evidence={"workersGone": float(len(gone))},
-        )
-    if verdict.ranks:
-        owners = rank_owners(verdict.ranks, leader=group.leader, local_ranks=group.local_ranks)
-        where = ", ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(r)} on {pod}" for pod, r in owners.items())
-        return replace(verdict, message=f"{verdict.message}; {where}") if where else verdict
-    return verdict
+    if not gone:
+        return None
+    lws = all(w.lws_recreates for w in gone)
+    names = "; ".join(f"worker {w.name} {w.why}" for w in gone)
+    tail = " (LeaderWorkerSet recreates the group)" if lws else ""
+    message = f"group of {group.leader}: {names}; its ranks cannot progress{tail}"
+    return Gone(message=message, count=float(len(gone)), lws_recreates=lws)
+
+
+def name_ranks(message: str, ranks: Sequence[str], group: GroupObservation) -> str:
+    """A stall message with each stalled rank named with the pod that runs it."""
+    owners = rank_owners(ranks, leader=group.leader, local_ranks=group.local_ranks)
+    where = ", ".join(f"rank{'s' if len(r) > 1 else ''} {', '.join(r)} on {pod}" for pod, r in owners.items())
+    return f"{message}; {where}" if where else message

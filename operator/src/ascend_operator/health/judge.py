@@ -1,15 +1,22 @@
-"""One pod's health state and verdict: pure folds over scrapes and canaries, then a decision.
+"""One pod's health state and verdict: pure folds over scrapes and canaries, then a chain of rules.
 
 The verdict sets the pod's readiness gate and may ask for a roll; whether the roll happens is the roll
 disruption decision (`ascend_operator.disruption`). Times are the operator's monotonic clock.
+
+Why a chain (cert-manager's certificate `policies` style): the precedence between findings is the list's
+order, each rule is one entry that exists once, and everything else derives from the entries (the
+fault reasons the status names, the pending reasons the machine keeps a True gate through), so a new
+detector is its module, one entry in `CHAIN` and its config model in api/health.py.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.aggregate import WINDOW_SECONDS
 from ascend_operator.health.drift import DriftTracker, detect_drift, track
+from ascend_operator.health.group import GroupObservation, gone_workers, name_ranks
 from ascend_operator.health.samples import EngineSample, advanced
 from ascend_operator.health.stall import detect_stall, frozen_span
 
@@ -96,48 +103,166 @@ def fold_canary(state: PodHealth, outcome: CanaryOutcome) -> PodHealth:
     return replace(state, canary_failures=failures, last_canary=outcome.ended)
 
 
-def judge(state: PodHealth, *, now: float, cfg: HealthSpec) -> Verdict:
-    """The pod's verdict, most serious finding first."""
-    if state.mismatches:
-        return Verdict(ready=False, reason="ConfigMismatch", message="; ".join(state.mismatches))
-    if not state.samples or now - state.samples[-1].t > 3 * cfg.scrape_interval_seconds:
-        return Verdict(ready=False, reason="EngineNotAnswering", message="no /metrics answer")
-    stall = detect_stall(state.samples, now=now, cfg=cfg.stall, canary_failures=state.canary_failures)
-    if stall.stalled:
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """What a rule reads: the pod's folded state, its group (a multi-node leader), the time and the config."""
+
+    state: PodHealth
+    now: float
+    cfg: HealthSpec
+    group: GroupObservation | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """A rule that holds: why, and what it found."""
+
+    message: str
+    roll: bool = True
+    """Ask for the rule's roll (when the rule has one); False: the finding holds it back."""
+    evidence: dict[str, float] = field(default_factory=dict)
+    ranks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """One entry of the judge's chain: its verdict reason (the string exists here and nowhere else), the
+    gate it sets, the roll it asks for, and how the rest of the operator treats it."""
+
+    reason: str
+    check: Callable[[Facts], Finding | None]
+    """None: the rule does not apply and the next one is asked."""
+    ready: bool = False
+    roll: RollReason | None = None
+    fault: bool = False
+    """A fault of the pod: the status names it as the replica's cause (controller/causes.py)."""
+    pending: bool = False
+    """Says only "not judged yet": never takes down a gate that is True (health/machine.py)."""
+    config: str | None = None
+    """The `spec.health` field holding the rule's knobs (api/health.py), None when it has none."""
+
+    def __call__(self, facts: Facts) -> tuple[str, str, bool]:
+        """(reason, message, failed), cert-manager's policy shape."""
+        found = self.check(facts)
+        return self.reason, "" if found is None else found.message, found is not None
+
+    def verdict(self, found: Finding) -> Verdict:
+        roll = self.roll if found.roll else None
         return Verdict(
-            ready=False,
-            reason="Stalled",
-            message=stall.message,
-            roll=RollReason.STALLED,
-            evidence=stall.evidence,
-            ranks=stall.ranks,
+            ready=self.ready,
+            reason=self.reason,
+            message=found.message,
+            roll=roll,
+            evidence=found.evidence,
+            ranks=found.ranks,
         )
-    if state.mismatches is None:
-        return Verdict(ready=False, reason="CheckingConfig", message="effective config not checked yet")
-    if state.canary_failures >= cfg.canary.failure_threshold:
-        return Verdict(
-            ready=False,
-            reason="CanaryFailing",
-            message=f"{state.canary_failures} canaries without tokens and without forward progress",
-        )
-    if state.last_canary is None:
-        return Verdict(ready=False, reason="AwaitingCanary", message="no canary has run yet")
-    if state.canary_failures and state.ready_since is None:
-        return Verdict(ready=False, reason="AwaitingCanary", message="the last canary returned no tokens")
-    drift = detect_drift(state.drift.baseline, state.drift.windows, now=now, cfg=cfg.drift)
-    if drift.drifted:
-        evidence = {"stepTimeRatio": round(drift.ratio or 0.0, 3)}
-        return Verdict(
-            ready=True, reason="ThroughputDrift", message=drift.message, roll=RollReason.DRIFT, evidence=evidence
-        )
-    return Verdict(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")
+
+
+def _worker_gone(f: Facts) -> Finding | None:
+    # a gone worker overrides everything the leader's engine says: its ranks cannot progress
+    gone = gone_workers(f.group, served=f.state.served) if f.group is not None else None
+    if gone is None:
+        return None
+    return Finding(
+        message=gone.message, roll=f.state.served and not gone.lws_recreates, evidence={"workersGone": gone.count}
+    )
+
+
+def _config_mismatch(f: Facts) -> Finding | None:
+    return Finding(message="; ".join(f.state.mismatches)) if f.state.mismatches else None
+
+
+def _not_answering(f: Facts) -> Finding | None:
+    samples = f.state.samples
+    if not samples or f.now - samples[-1].t > 3 * f.cfg.scrape_interval_seconds:
+        return Finding(message="no /metrics answer")
+    return None
+
+
+def _stalled(f: Facts) -> Finding | None:
+    stall = detect_stall(f.state.samples, now=f.now, cfg=f.cfg.stall, canary_failures=f.state.canary_failures)
+    if not stall.stalled:
+        return None
+    message = stall.message
+    if stall.ranks and f.group is not None:
+        message = name_ranks(message, stall.ranks, f.group)
+    return Finding(message=message, evidence=stall.evidence, ranks=stall.ranks)
+
+
+def _checking_config(f: Facts) -> Finding | None:
+    return Finding(message="effective config not checked yet") if f.state.mismatches is None else None
+
+
+def _canary_failing(f: Facts) -> Finding | None:
+    failures = f.state.canary_failures
+    if failures >= f.cfg.canary.failure_threshold:
+        return Finding(message=f"{failures} canaries without tokens and without forward progress")
+    return None
+
+
+def _awaiting_canary(f: Facts) -> Finding | None:
+    if f.state.last_canary is None:
+        return Finding(message="no canary has run yet")
+    if f.state.canary_failures and f.state.ready_since is None:
+        return Finding(message="the last canary returned no tokens")
+    return None
+
+
+def _drifted(f: Facts) -> Finding | None:
+    drift = detect_drift(f.state.drift.baseline, f.state.drift.windows, now=f.now, cfg=f.cfg.drift)
+    if not drift.drifted:
+        return None
+    return Finding(message=drift.message, evidence={"stepTimeRatio": round(drift.ratio or 0.0, 3)})
+
+
+def _passing(f: Facts) -> Finding:
+    return Finding(message="tokens come back and the engine advances")
+
+
+WORKER_GONE = Rule(reason="WorkerGone", check=_worker_gone, roll=RollReason.STALLED, fault=True)
+CONFIG_MISMATCH = Rule(reason="ConfigMismatch", check=_config_mismatch, fault=True)
+NOT_ANSWERING = Rule(reason="EngineNotAnswering", check=_not_answering)
+STALLED = Rule(reason=RollReason.STALLED.value, check=_stalled, roll=RollReason.STALLED, fault=True, config="stall")
+CHECKING_CONFIG = Rule(reason="CheckingConfig", check=_checking_config, pending=True)
+CANARY_FAILING = Rule(reason="CanaryFailing", check=_canary_failing, config="canary")
+AWAITING_CANARY = Rule(reason="AwaitingCanary", check=_awaiting_canary, pending=True, config="canary")
+DRIFTED = Rule(reason=RollReason.DRIFT.value, check=_drifted, ready=True, roll=RollReason.DRIFT, config="drift")
+PASSING = Rule(reason="CanaryPassing", check=_passing, ready=True)
+
+#: The judge's precedence, most serious finding first; the first rule that holds decides, and the last one
+#: always holds. A new detector is one entry here (its detection in its own module) and its config model.
+CHAIN: tuple[Rule, ...] = (
+    WORKER_GONE,
+    CONFIG_MISMATCH,
+    NOT_ANSWERING,
+    STALLED,
+    CHECKING_CONFIG,
+    CANARY_FAILING,
+    AWAITING_CANARY,
+    DRIFTED,
+    PASSING,
+)
+#: Verdict reasons that are a fault of the pod, in the chain's order (controller/causes.py ranks them).
+FAULTS: tuple[str, ...] = tuple(rule.reason for rule in CHAIN if rule.fault)
+#: Verdict reasons that only say "not judged yet".
+PENDING: frozenset[str] = frozenset(rule.reason for rule in CHAIN if rule.pending)
+
+
+def judge(state: PodHealth, *, now: float, cfg: HealthSpec, group: GroupObservation | None = None) -> Verdict:
+    """The pod's verdict: the first rule of `CHAIN` that holds."""
+    facts = Facts(state=state, now=now, cfg=cfg, group=group)
+    for rule in CHAIN:
+        found = rule.check(facts)
+        if found is not None:
+            return rule.verdict(found)
+    raise AssertionError("the chain ends in a rule that always holds")
 
 
 def mark_ready(state: PodHealth, verdict: Verdict, *, now: float) -> PodHealth:
     """Remember since when the pod is ready (drift warm-up counts from there)."""
     if verdict.ready and state.ready_since is None:
         return replace(state, ready_since=now, served=True)
-    if not verdict.ready and state.ready_since is not None and verdict.reason != "ThroughputDrift":
+    if not verdict.ready and state.ready_since is not None:
         # windows restart from the next Ready; the learned baseline stays (the same engine, just unready)
         return replace(state, ready_since=None, drift=DriftTracker(baseline=state.drift.baseline))
     return state

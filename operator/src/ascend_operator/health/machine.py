@@ -11,8 +11,18 @@ from dataclasses import dataclass, field, replace
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.drift import Baseline, DriftTracker
-from ascend_operator.health.group import GroupObservation, group_verdict
-from ascend_operator.health.judge import CanaryOutcome, PodHealth, Verdict, fold_canary, fold_sample, judge, mark_ready
+from ascend_operator.health.group import GroupObservation
+from ascend_operator.health.judge import (
+    CONFIG_MISMATCH,
+    PENDING,
+    CanaryOutcome,
+    PodHealth,
+    Verdict,
+    fold_canary,
+    fold_sample,
+    judge,
+    mark_ready,
+)
 from ascend_operator.health.samples import EngineSample
 
 
@@ -63,12 +73,6 @@ class Announce:
 Action = SetGate | RequestRoll | Announce
 
 
-#: Verdicts that only say "not judged yet". They never take down a gate that is True: after an operator
-#: restart or a peering handover the engine is still the one that passed, and pulling it out of the Service
-#: until the config check and a canary have run again would be an outage made by the operator.
-PENDING_REASONS = frozenset({"CheckingConfig", "AwaitingCanary"})
-
-
 def resume(gate: tuple[bool, str] | None, baseline: Baseline | None = None) -> PodHealth:
     """The machine of a pod seen for the first time by this operator process, from what the pod carries:
     a gate that is True says the engine has served (its startup grace is over); the drift baseline an
@@ -89,8 +93,8 @@ def step(
     if obs.config is not None:
         state = replace(state, mismatches=obs.config)
         if obs.config:
-            actions.append(Announce(type="Warning", reason="ConfigMismatch", message="; ".join(obs.config)))
-    verdict = group_verdict(judge(state, now=now, cfg=cfg), obs.group, served=state.served)
+            actions.append(Announce(type="Warning", reason=CONFIG_MISMATCH.reason, message="; ".join(obs.config)))
+    verdict = judge(state, now=now, cfg=cfg, group=obs.group)
     if obs.draining:  # out of the Service until deleted; only a stall still asks for a roll (no drain wait)
         stalled = verdict.roll == RollReason.STALLED
         verdict = Verdict(
@@ -102,7 +106,10 @@ def step(
         )
     else:
         state = mark_ready(state, verdict, now=now)
-    keep = verdict.reason in PENDING_REASONS and state.gate is not None and state.gate[0]
+    # A verdict that only says "not judged yet" (a `pending` rule) never takes down a gate that is True:
+    # after an operator restart or a peering handover the engine is still the one that passed, and pulling
+    # it out of the Service until the config check and a canary have run again is an outage made by us.
+    keep = verdict.reason in PENDING and state.gate is not None and state.gate[0]
     if not keep and state.gate != (verdict.ready, verdict.reason):
         actions.append(SetGate(ready=verdict.ready, reason=verdict.reason, message=verdict.message))
         state = replace(state, gate=(verdict.ready, verdict.reason))
