@@ -1,4 +1,4 @@
-"""`python -m bench.scale` end to end at N = 2: its own control plane, the operator, the shared simulator.
+"""`python -m perf.scale` end to end at N = 2: its own control plane, the operator, the shared simulator.
 
 The benchmark itself (10 / 50 / 200 services) runs on demand, never here; this smoke run (about a minute
 and a half on 2 shared cores) keeps its plumbing honest: every figure the README table shows comes out of
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import scale
+from perf import scale
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.detectors import POLICIES, evaluate, scenarios
+from perf.detectors import POLICIES, evaluate, scenarios
 
 
 @pytest.mark.parametrize("case", scenarios(), ids=lambda c: c.name)

@@ -13,8 +13,8 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.health.judge import CanaryOutcome
 from ascend_operator.health.machine import Observations, SetGate, resume, step
 from ascend_operator.health.samples import EngineSample
-from bench.replay import replay
-from bench.traces import KV_POOL_DSA_CP, hang, long_prefill, steady
+from tests.fixtures.replay import replay
+from tests.fixtures.traces import KV_POOL_DSA_CP, hang, long_prefill, steady
 
 CFG = HealthSpec(startup_grace_seconds=0)  # defaults otherwise: canary every 10 s, 10 s timeout, 30 s window
 

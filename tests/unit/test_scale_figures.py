@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import scale_figures as fig
+from perf import scale_figures as fig
 
 HEAD = (
     "# HELP apiserver_request_total [STABLE] Counter of apiserver requests broken out for each verb, dry run "

@@ -1,4 +1,4 @@
-"""`python -m bench.shared_rss --engines 10,50,200`: memory of one shared simulator process per idle engine.
+"""`python -m perf.shared_rss --engines 10,50,200`: memory of one shared simulator process per idle engine.
 
 Why: `aissim attach --shared` exists so a 200-service scale run fits on a 2-core machine; what it costs
 per engine decides whether it does. For each count a fresh child process starts that many engines through
@@ -22,8 +22,8 @@ import aiohttp
 
 from aissim.attach import Target, target_of
 from aissim.shared import EngineHost
-from bench import scale_figures as fig
-from bench.scale_io import direct_pod
+from perf import scale_figures as fig
+from perf.scale_io import direct_pod
 
 NET = 251  # 127.251.<i // 250>.<i % 250 + 1>: no local cluster claims pod net 251 (hack/local-cluster: 1..200)
 
@@ -73,7 +73,7 @@ async def measure(count: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.shared_rss", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m perf.shared_rss", description=__doc__.split("\n\n")[0])
     p.add_argument("--engines", default="10,50,200", help="engine counts, comma-separated")
     p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # the child's own count
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for count in (int(c) for c in args.engines.split(",")):
         child = subprocess.run(
-            [sys.executable, "-m", "bench.shared_rss", "--one", str(count)], capture_output=True, text=True, check=True
+            [sys.executable, "-m", "perf.shared_rss", "--one", str(count)], capture_output=True, text=True, check=True
         )
         rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     print("| engines | RSS of the shared process (MB) | per engine above the empty process (MB) | start (s) |")

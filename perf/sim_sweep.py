@@ -6,7 +6,7 @@ on the seed's tables. This runs, against a fresh in-process simulator each time:
      acceptance) -> output tok/s and mean TPOT vs docs/FACTS.md "TP8 concurrency sweep";
   2. the clean C1 prefill table 8K..512K (TP8) and 8K..256K (DP2 x TP4) -> engine TTFT;
   3. DP2 x TP4 at C64 -> output tok/s vs docs/FACTS.md "mean 820.04 tok/s".
-Target: every figure within 10% of the seed's. Run: `.venv/bin/python bench/sim_sweep.py [--scale 200]`.
+Target: every figure within 10% of the seed's. Run: `.venv/bin/python perf/sim_sweep.py [--scale 200]`.
 """
 
 from __future__ import annotations

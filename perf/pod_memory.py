@@ -1,4 +1,4 @@
-"""`python -m bench.pod_memory [--hours 1] [--ranks 1,8]`: what the health loop keeps per engine pod.
+"""`python -m perf.pod_memory [--hours 1] [--ranks 1,8]`: what the health loop keeps per engine pod.
 
 Why: one operator watches a whole fleet, so the memory it holds per pod, and the CPU a scrape costs,
 decide how far it scales (issue 14). This folds `--hours` of scrapes, every 5 s at the default interval,
@@ -94,7 +94,7 @@ def retained(ranks: int, scrapes: int, *, by_time: bool) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.pod_memory", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m perf.pod_memory", description=__doc__.split("\n\n")[0])
     p.add_argument("--hours", type=float, default=0.5, help="hours of 5 s scrapes folded in")
     p.add_argument("--ranks", default="1,8", help="DP ranks per engine (each has its own series), comma-separated")
     args = p.parse_args(argv)

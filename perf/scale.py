@@ -1,4 +1,4 @@
-"""`python -m bench.scale --services 10,50,200 --runs 3 [--load [--stall]]`: what one operator costs per service.
+"""`python -m perf.scale --services 10,50,200 --runs 3 [--load [--stall]]`: what one operator costs per service.
 
 Why: a platform team runs one operator for its whole fleet, so its CPU, memory, API traffic and status
 writes per service, and how fast a new service gets its pod, decide how far it scales (issue 14). Each run
@@ -17,7 +17,7 @@ controller-manager; KWOK plays N Atlas 800 A2 nodes, each advertising huawei.com
    then, on the running fleet, 3 new services one at a time, each right after a direct pod: create call ->
    pod bound (polled every 20 ms), the reaction time a team sees, where step 2's burst measures throughput;
 4. a baseline window with the operator stopped, subtracted from the windows' request rates (that counter
-   has no client label; see bench/scale_figures.py).
+   has no client label; see perf/scale_figures.py).
 
 Never part of CI's timed tests: a 200-service run takes minutes. Results: a markdown table on stdout and
 `scale.md` / `scale.json` (every raw figure, per run) under --out.
@@ -39,8 +39,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from bench import scale_figures as fig
-from bench import scale_io as io
+from perf import scale_figures as fig
+from perf import scale_io as io
 from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
 
 NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
@@ -54,7 +54,7 @@ def _ints(value: str) -> list[int]:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m perf.scale", description=__doc__.split("\n\n")[0])
     p.add_argument("--services", type=_ints, default=[10, 50, 200], help="service counts, comma-separated")
     p.add_argument("--runs", type=int, default=3, help="runs per service count (fresh cluster each)")
     p.add_argument("--load", action="store_true", help="also a window under 1 request/s per 10 services")
@@ -297,7 +297,7 @@ def rows(results: list[dict[str, Any]]) -> list[fig.Row]:
 
 def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
     """The run's arguments for the JSON file, with paths inside the repository made relative to it (a
-    results file committed to bench/results/ names no directory of the machine it ran on)."""
+    results file committed to perf/results/ names no directory of the machine it ran on)."""
     recorded = dict(vars(args))
     for key, value in recorded.items():
         if isinstance(value, Path):

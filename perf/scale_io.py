@@ -1,8 +1,8 @@
-"""The readings bench/scale.py takes: processes, binds seen through a watch, API server metrics, load.
+"""The readings perf/scale.py takes: processes, binds seen through a watch, API server metrics, load.
 
-Why a module of its own: bench/scale.py is the run's order of events; everything that touches a process,
+Why a module of its own: perf/scale.py is the run's order of events; everything that touches a process,
 the API server or an engine is here, each function doing one reading or one action, so a reading can be
-reused (a smoke test, the demo) and the arithmetic stays pure in bench/scale_figures.py.
+reused (a smoke test, the demo) and the arithmetic stays pure in perf/scale_figures.py.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.pod import Owner, build_pod
-from bench import scale_figures as fig
+from perf import scale_figures as fig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"

@@ -1,9 +1,9 @@
-"""Pure arithmetic of the scale benchmark (bench/scale.py): API request rates, CPU, RSS, latency, the table.
+"""Pure arithmetic of the scale benchmark (perf/scale.py): API request rates, CPU, RSS, latency, the table.
 
 Why a module of its own: the figures the README's "Scale" table reports must be right whatever the run
 looked like, so everything between raw readings (the API server's /metrics text, /proc files, timestamps)
 and the printed table is a pure function here, tested on fixed inputs (tests/unit/test_scale_figures.py);
-bench/scale.py only takes the readings.
+perf/scale.py only takes the readings.
 
 Request rates come from the API server's own `apiserver_request_total` (kube-apiserver counts every
 request when it completes, labelled verb / resource / subresource among others; long-running WATCHes

@@ -1,1 +1,0 @@
-"""On-demand benchmarks: simulator sweep against the seed, detector trace replay against the peers."""
