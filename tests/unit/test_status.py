@@ -131,6 +131,7 @@ def test_live_engine_figures_alone_are_written_at_most_every_interval() -> None:
 
 def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_due() -> None:
     from ascend_operator.controller.memory import ServiceMemory
+    from ascend_operator.controller.status import PodFault
 
     memory = ServiceMemory(extra_status=dict(LIVE), live_written_at=100.0)
     assert not memory.live_due(LIVE, now=200.0, interval=30.0)  # stored already
@@ -138,5 +139,5 @@ def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_du
     assert not memory.live_due(LIVE, now=120.0, interval=30.0)
     assert memory.live_due(LIVE, now=130.0, interval=30.0)
     before = memory.verdicts()
-    memory.pod_faults["u0"] = ("Stalled", "no forward progress for 31s")
+    memory.pod_faults = {"u0": PodFault("Stalled", "no forward progress for 31s")}
     assert memory.verdicts() != before

@@ -3,7 +3,7 @@ for events. Its own module so the reconcile loop, the health loop and the disrup
 without importing each other."""
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,9 +23,11 @@ class ServiceMemory:
 
     announced_generation: int | None = None
     extra_status: dict[str, Any] = field(default_factory=dict)
-    overrides: list[tuple[str, str, str, str]] = field(default_factory=list)
-    pod_faults: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod uid -> (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
+    overrides: Sequence[tuple[str, str, str, str]] = ()
+    """`ConditionRecord`s that replace a computed condition (Degraded/RollDeferred for a refused health roll);
+    a plain (type, status, reason, message) is one too, for writers not yet converted."""
+    pod_faults: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Pod uid -> `PodFault` (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
     rolls: list[dict[str, Any]] = field(default_factory=list)
     """status.rolls as last written by the disruption step (seeded from the stored status on start)."""
     candidates: dict[str, list[Candidate]] = field(default_factory=dict)

@@ -1,7 +1,11 @@
 """Compute a service's status from what was observed: a pure function of its inputs and the clock value.
 
 Conditions keep their lastTransitionTime while their status does not change, so recomputing the same
-status yields the same dict and the reconcile loop can patch only on a real change. Ready means every
+status yields the same dict and the reconcile loop can patch only on a real change.
+
+The status is built as the `ascend_operator.api.status` models (the ones the CRD's schema is generated
+from), so a misspelt key or a wrong type fails here, in a test, instead of being pruned by the API server;
+what is written is their merge patch (`merge_patch`). Ready means every
 desired replica serves, Available that at least one does (`kubectl wait --for=condition=Available` on a
 service with 1 of 2 replicas up); when a replica does not serve, the reasons name its first blocking cause
 (`ascend_operator.controller.causes`), not a generic "waiting".
@@ -9,11 +13,43 @@ service with 1 of 2 replicas up); when a replica does not serve, the reasons nam
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from ascend_operator.api.status import AVAILABLE, DEGRADED, INFERENCE_POOL_READY, PROGRESSING, READY
+from ascend_operator.api.status import (
+    AVAILABLE,
+    DEGRADED,
+    INFERENCE_POOL_READY,
+    PROGRESSING,
+    READY,
+    AscendInferenceServiceStatus,
+    Condition,
+)
 from ascend_operator.controller.causes import Cause, replica_causes, summary, worst
 from ascend_operator.controller.views import PodView
+
+
+class ConditionRecord(NamedTuple):
+    """A condition as decided, before its transition time and generation are stamped on it."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class PodFault(NamedTuple):
+    """A health fault the health loop found on a pod (ConfigMismatch, Stalled)."""
+
+    reason: str
+    message: str
+
+
+class Event(NamedTuple):
+    """A Kubernetes event to post about the service."""
+
+    type: str
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,22 +72,21 @@ class Observed:
     create_failures: Mapping[str, str] = field(default_factory=dict)
     """Pod name -> the API server's message for a refused create (the replica shows PodCreateFailed)."""
     health: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod uid -> (reason, message) of a health fault (ConfigMismatch, Stalled) the health loop found."""
+    """Pod uid -> `PodFault` (or a plain (reason, message)) the health loop found."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Further status fields computed elsewhere (engine metrics, last roll), merged as given."""
+    """Further status fields computed elsewhere (engine metrics, groups), camelCase as stored: validated
+    against `AscendInferenceServiceStatus` and merged over the computed ones."""
     overrides: Sequence[tuple[str, str, str, str]] = ()
-    """(type, status, reason, message) that replace the computed condition of that type."""
+    """`ConditionRecord`s (or plain 4-tuples) that replace the computed condition of that type."""
     selector: str | None = None
     """The engine pods' label selector, published for the scale subresource."""
     extra_conditions: Sequence[tuple[str, str, str, str]] = ()
-    """Conditions of optional features (InferencePoolReady), appended after the four computed ones."""
+    """Conditions of optional features (InferencePoolReady), appended after the four computed ones; each a
+    `ConditionRecord` or a plain 4-tuple."""
 
 
-Cond = tuple[str, str, str, str]
-
-
-def _cond(kind: str, ok: bool, reason: str, message: str) -> Cond:
-    return (kind, "True" if ok else "False", reason, message)
+def _cond(kind: str, ok: bool, reason: str, message: str) -> ConditionRecord:
+    return ConditionRecord(kind, "True" if ok else "False", reason, message)
 
 
 def _causes(obs: Observed) -> list[Cause]:
@@ -65,7 +100,7 @@ def _causes(obs: Observed) -> list[Cause]:
     )
 
 
-def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
+def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors and ready == 0:
         return _cond(READY, False, "InvalidSpec", "; ".join(obs.errors))
     if obs.replicas == 0:
@@ -79,7 +114,7 @@ def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
     return _cond(READY, False, first.reason, f"{ready}/{obs.replicas} replicas ready; {summary(causes, first)}")
 
 
-def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
+def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     """At least one replica serves: what `kubectl wait --for=condition=Available` waits for."""
     if ready > 0:
         reason = "ServingPreviousSpec" if obs.errors else "ReplicasServing"
@@ -94,7 +129,7 @@ def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> Cond:
     return _cond(AVAILABLE, False, first.reason, f"no replica serves; {summary(causes, first)}")
 
 
-def _progressing(obs: Observed, ready: int) -> Cond:
+def _progressing(obs: Observed, ready: int) -> ConditionRecord:
     if obs.errors:
         return _cond(PROGRESSING, False, "InvalidSpec", "the current spec is not rolled out: it is invalid")
     live = [p for p in obs.pods if not p.terminating]
@@ -108,7 +143,7 @@ def _progressing(obs: Observed, ready: int) -> Cond:
     return _cond(PROGRESSING, False, "ReplicasUpToDate", "all replicas run the current spec and are ready")
 
 
-def _degraded(obs: Observed, causes: Sequence[Cause]) -> Cond:
+def _degraded(obs: Observed, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors:
         return _cond(DEGRADED, True, "InvalidSpec", "; ".join(obs.errors))
     faults = [c for c in causes if c.fault]
@@ -118,8 +153,20 @@ def _degraded(obs: Observed, causes: Sequence[Cause]) -> Cond:
     return _cond(DEGRADED, False, "AsExpected", "")
 
 
-def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
-    """The full status dict (camelCase, as stored)."""
+def _stamped(cond: ConditionRecord, *, before: Mapping[Any, Any], generation: int | None, now: str) -> Condition:
+    """The condition with its lastTransitionTime kept while its status holds, and the generation."""
+    old = before.get(cond.type)
+    since = old.get("lastTransitionTime") if old and old.get("status") == cond.status else None
+    stamped = Condition(
+        type=cond.type, status=cond.status, reason=cond.reason, message=cond.message, last_transition_time=since or now
+    )
+    # None would be a null inside a list item, which the schema refuses (only a top-level null clears)
+    return stamped if generation is None else stamped.model_copy(update={"observed_generation": generation})
+
+
+def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> AscendInferenceServiceStatus:
+    """The status the operator owns, as the API model. Only the fields it sets are its to write: the
+    rolls (written by the disruption step) are left unset, and a field set to None is one to clear."""
     live = [p for p in obs.pods if not p.terminating]
     ready = sum(1 for p in live if p.ready)
     causes = _causes(obs)
@@ -128,39 +175,39 @@ def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: st
         _available(obs, ready, causes),
         _progressing(obs, ready),
         _degraded(obs, causes),
-        *obs.extra_conditions,
+        *(ConditionRecord._make(c) for c in obs.extra_conditions),
     ]
-    replaced = {kind: (kind, st, reason, msg) for kind, st, reason, msg in obs.overrides}
+    replaced = {c[0]: ConditionRecord._make(c) for c in obs.overrides}
     before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
-    conditions = []
-    for kind, state, reason, message in (replaced.get(c[0], c) for c in computed):
-        old = before.get(kind)
-        since = old.get("lastTransitionTime") if old and old.get("status") == state else None
-        conditions.append(
-            {
-                "type": kind,
-                "status": state,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": since or now,
-                "observedGeneration": obs.generation,
-            }
-        )
-    status: dict[str, Any] = {
-        "observedGeneration": obs.generation,
-        "replicas": len(live),
-        "readyReplicas": ready,
-        "desiredReplicas": obs.replicas,
-        "updatedReplicas": sum(1 for p in live if p.spec_hash == obs.spec_hash),
-        "restarts": sum(p.restarts for p in live),
-        "specHash": obs.spec_hash,
-        "endpoint": obs.endpoint,
-        "conditions": conditions,
-    }
+    status = AscendInferenceServiceStatus(
+        observed_generation=obs.generation,
+        replicas=len(live),
+        ready_replicas=ready,
+        desired_replicas=obs.replicas,
+        updated_replicas=sum(1 for p in live if p.spec_hash == obs.spec_hash),
+        restarts=sum(p.restarts for p in live),
+        spec_hash=obs.spec_hash,
+        endpoint=obs.endpoint,
+        conditions=[
+            _stamped(replaced.get(c.type, c), before=before, generation=obs.generation, now=now) for c in computed
+        ],
+    )
     if obs.selector is not None:
-        status["selector"] = obs.selector
-    status.update(obs.extra)
-    return status
+        status = status.model_copy(update={"selector": obs.selector})
+    extra = AscendInferenceServiceStatus.model_validate(obs.extra)  # a misspelt key or wrong type raises
+    return status.model_copy(update={name: getattr(extra, name) for name in extra.model_fields_set})
+
+
+def merge_patch(status: AscendInferenceServiceStatus) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that writes `status`: the fields it set, camelCase; a None is a
+    null, which deletes the stored field (a spec turned invalid clears specHash and endpoint); fields it
+    left unset are not touched."""
+    return status.model_dump(by_alias=True, mode="json", exclude_unset=True)
+
+
+def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+    """The status patch (camelCase, as stored) of `build_status`."""
+    return merge_patch(build_status(obs, previous=previous, now=now))
 
 
 def changed_keys(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> set[str]:
@@ -200,10 +247,6 @@ def status_due(
     return True
 
 
-Event = tuple[str, str, str]
-"""(type, reason, message) of a Kubernetes event."""
-
-
 def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:
     """Events for condition transitions worth telling: Degraded turning True (or changing reason), Ready,
     and the InferencePool going in or out of sync."""
@@ -215,9 +258,9 @@ def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any])
         if not moved:
             continue
         if cond["type"] == DEGRADED and cond["status"] == "True":
-            events.append(("Warning", cond["reason"], cond["message"]))
+            events.append(Event("Warning", cond["reason"], cond["message"]))
         elif cond["type"] == READY and cond["status"] == "True":
-            events.append(("Normal", cond["reason"], cond["message"]))
+            events.append(Event("Normal", cond["reason"], cond["message"]))
         elif cond["type"] == INFERENCE_POOL_READY:
-            events.append(("Normal" if cond["status"] == "True" else "Warning", cond["reason"], cond["message"]))
+            events.append(Event("Normal" if cond["status"] == "True" else "Warning", cond["reason"], cond["message"]))
     return events
