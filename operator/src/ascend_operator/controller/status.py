@@ -224,7 +224,10 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
 #: Status keys the health loop refreshes at scrape rate (health/aggregate.py service_metrics): written at
 #: most every `live_interval` seconds (`aisctl operator --status-interval-seconds`, default 30). Everything
 #: else (conditions, replicas, the spec hash) is written as soon as it changes.
-LIVE_KEYS = frozenset({"metrics", "tokensPerSecondDisplay", "kvCacheUsageDisplay"})
+LIVE_KEYS = frozenset(
+    AscendInferenceServiceStatus.model_fields[name].alias or name
+    for name in ("metrics", "tokens_per_second_display", "kv_cache_usage_display")
+)
 DEFAULT_LIVE_INTERVAL = 30.0
 
 
