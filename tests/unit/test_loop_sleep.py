@@ -17,12 +17,19 @@ def _loop_flags(*, stopped: bool = False) -> tuple[FlagSetter[DaemonStoppingReas
     return setter, asyncio.Event()
 
 
+async def _run_until_blocked() -> None:
+    """Let every task started so far run until it waits on something (no timer is involved: a zero sleep
+    only yields to the loop), so a task still pending afterwards is blocked, not merely not scheduled yet."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
 async def test_a_stop_ends_a_long_wait_at_once() -> None:
     setter, waker = _loop_flags()
     relay = asyncio.create_task(_relay_stop(setter.async_waiter, waker))
     sleep = asyncio.create_task(_sleep(setter.async_waiter, waker, 300.0))
-    await asyncio.sleep(0.05)
-    assert not sleep.done()
+    await _run_until_blocked()
+    assert not sleep.done()  # waiting: it did not return at once
     setter.set(DaemonStoppingReason.RESOURCE_DELETED)
     await asyncio.wait_for(sleep, 1.0)  # not the 300 s resync
     await asyncio.wait_for(relay, 1.0)
@@ -33,7 +40,8 @@ async def test_an_event_wakes_the_wait_and_the_relay_keeps_waiting() -> None:
     setter, waker = _loop_flags()
     relay = asyncio.create_task(_relay_stop(setter.async_waiter, waker))
     sleep = asyncio.create_task(_sleep(setter.async_waiter, waker, 300.0))
-    await asyncio.sleep(0.01)
+    await _run_until_blocked()
+    assert not sleep.done()
     waker.set()
     await asyncio.wait_for(sleep, 1.0)
     assert not relay.done()
