@@ -15,7 +15,13 @@ from tests.e2e.test_deploy_guide import GUIDE, PLACEHOLDERS, guide_blocks
 from tests.unit.conftest import ROOT
 
 CHART = ROOT / "charts" / "ascend-inference-operator"
-DOCS = [ROOT / "README.md", ROOT / "docs" / "README.md", GUIDE, CHART / "README.md", ROOT / "playbooks" / "README.md"]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    CHART / "README.md",
+    ROOT / "playbooks" / "README.md",
+]
 FINALIZER_RECOVERY = """patch ais <name> --type=merge -p '{"metadata":{"finalizers":null}}'"""
 
 

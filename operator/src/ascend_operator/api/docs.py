@@ -1,5 +1,11 @@
-"""The API reference table in README.md, generated from the models so it cannot drift from them."""
+"""The API reference table of docs/api.md, generated from the models so it cannot drift from them.
 
+`python -m ascend_operator.api.docs docs/api.md` rewrites the table between the page's api markers;
+tests/unit/test_readme.py fails while the page differs from the models.
+"""
+
+import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,3 +47,22 @@ def api_table() -> str:
     lines = ["| field | default | description |", "|---|---|---|"]
     lines += [f"| `{path}` | {default} | {text} |" for path, default, text in _rows(AscendInferenceServiceSpec, "spec")]
     return "\n".join(lines) + "\n"
+
+
+BEGIN, END = "<!-- api:begin -->\n", "<!-- api:end -->"
+
+
+def with_table(page: str) -> str:
+    """`page` with the text between its api markers replaced by the current table."""
+    head, rest = page.split(BEGIN, 1)
+    return head + BEGIN + api_table() + END + rest.split(END, 1)[1]
+
+
+def table_in(page: str) -> str:
+    """The table a page carries between its api markers."""
+    return page.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/api.md")
+    target.write_text(with_table(target.read_text()))
