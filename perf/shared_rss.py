@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiohttp
 
-from aissim.attach import Target, target_of
+from aissim.pods import Target, target_of
 from aissim.shared import EngineHost
 from perf import scale_figures as fig
 from perf.scale_io import direct_pod

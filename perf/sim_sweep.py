@@ -20,8 +20,8 @@ import aiohttp
 
 from aissim import calibration as cal
 from aissim.args import parse_serve_args
-from aissim.cli import Running, launch
 from aissim.loadgen import complete, run_point, scrape_totals
+from aissim.runtime import Running, launch
 
 SPEC = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
 

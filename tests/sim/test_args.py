@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
-from aissim.cli import apply_bind_env
+from aissim.runtime import apply_bind_env
 
 # docs/FACTS.md "Production profile (final)", as a shell would pass it (quotes removed by the shell).
 PRODUCTION = [

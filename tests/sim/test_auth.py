@@ -8,7 +8,7 @@ vLLM: `--api-key` (a list) over VLLM_API_KEY (vllm/entrypoints/openai/api_server
 import aiohttp
 
 from aissim.args import parse_serve_args
-from aissim.cli import launch
+from aissim.runtime import launch
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
 KEY = "s3cret-key-value"

@@ -6,8 +6,8 @@ import pytest
 
 from aissim import calibration as cal
 from aissim.args import parse_serve_args
-from aissim.cli import startup_error
 from aissim.kvcache import KVPool
+from aissim.runtime import startup_error
 from aissim.specdecode import AcceptanceStream
 
 

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aissim.attach import RESTART_BACKOFF_SECONDS, Target
+from aissim.pods import RESTART_BACKOFF_SECONDS, Target
 from aissim.shared import EngineHost
 from perf.scale_figures import rss_bytes
 from tests.sim.conftest import MODEL, base_args, loopback, wait_ready

@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 
 from aissim.args import parse_serve_args
-from aissim.cli import apply_bind_env, launch
 from aissim.loadgen import complete, scrape_totals
+from aissim.runtime import apply_bind_env, launch
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.args import build_engine_args
 from tests.sim.conftest import loopback

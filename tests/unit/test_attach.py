@@ -9,7 +9,8 @@ import kubernetes.client
 import urllib3
 import yaml
 
-from aissim.attach import Child, Engines, Target, poll, target_of
+from aissim.attach import Child, Engines, poll
+from aissim.pods import Target, target_of
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.render.lws import build_leader_worker_set
 from ascend_operator.render.pod import Owner, build_pod
@@ -69,7 +70,7 @@ def test_group_pods_get_the_leader_ip_for_the_lws_leader_address() -> None:
 
 
 def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(example: ParsedService) -> None:
-    from aissim.attach import Target
+    from aissim.pods import Target
     from ascend_operator.api.parse import parse_spec
 
     body = example.spec.model_dump(by_alias=True, exclude_none=True)
@@ -84,7 +85,7 @@ def test_secret_env_is_recorded_by_reference_and_resolved_like_the_kubelet(examp
             assert (name, namespace) == ("engine-key", "llm")
             return type("Secret", (), {"data": {"token": "czNjcmV0"}})()  # base64 of "s3cret"
 
-    from aissim.attach import secret_reader
+    from aissim.pods import secret_reader
 
     assert secret_reader(Core())(target) == {"VLLM_API_KEY": "s3cret"}  # type: ignore[arg-type]
     assert isinstance(target, Target)

@@ -2,7 +2,7 @@
 
 Why: `aissim attach` starts one `aissim serve` process per pod, ~40 MB of interpreter each, so a scale run
 of 200 services would need ~8 GB and 200 processes on a 2-core machine. Here each pod gets what `aissim
-serve` would run, through the same `cli.launch()` (so the same /health, /v1/*, /metrics and /sim routes,
+serve` would run, through the same `runtime.launch()` (so the same /health, /v1/*, /metrics and /sim routes,
 the same start-up order and the same faults), bound to the pod's own IP:port inside one asyncio loop.
 Each engine has its own SimEngine: clock, scheduler, KV pool, fault state and metrics registry, so a
 `hang` injected into one pod's engine leaves every other pod untouched.
@@ -12,6 +12,7 @@ line end that pod's engine only (with the exit code `serve` would have returned)
 after the same back-off `attach` uses for a child process, as a kubelet restarts a container. What cannot
 be had in one process: stopping one pod's engine with a signal (SIGSTOP on a headless worker, as
 tests/e2e/test_multinode.py does) stops them all; use the `hang` fault, or per-process `attach`, for that.
+The pods come from pods.py, as attach.py's do; the two supervisors share it and import nothing of each other.
 """
 
 from __future__ import annotations
@@ -27,20 +28,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from kubernetes import client, config
-
 from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
-from aissim.attach import (
+from aissim.faults import FaultError, parse_fault_flag
+from aissim.pods import (
     API_UNREACHABLE,
     RESTART_BACKOFF_SECONDS,
     SecretEnv,
     Target,
+    connect,
     list_targets,
     no_secrets,
     secret_reader,
 )
-from aissim.cli import Running, launch
-from aissim.faults import FaultError, parse_fault_flag
+from aissim.runtime import Running, launch
 
 log = logging.getLogger("aissim.shared")
 
@@ -195,9 +195,7 @@ def _exit_code(task: asyncio.Task[int]) -> int | str:
 
 async def run(args: argparse.Namespace) -> int:
     """`aissim attach --shared`: poll the pods (in a thread: the client blocks) and keep the engines in step."""
-    config.load_kube_config(config_file=args.kubeconfig)
-    core = client.CoreV1Api()
-    api = client.ApiClient()
+    core, api = connect(args.kubeconfig)
     host = EngineHost(secrets=secret_reader(core))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,0 +1,154 @@
+# mypy: disallow-untyped-calls=False
+# (the Kubernetes client's config and serialization helpers are untyped, as for clients/kube.py in pyproject.toml)
+"""Pod discovery for the simulator's supervisors: which engine each pod of the cluster needs, read as a kubelet would.
+
+`aissim attach` (one process per engine, attach.py) and `aissim attach --shared` (every engine in one
+process, shared.py) supervise engines differently but find them the same way: one LIST of the pods that
+carry the operator's service label, each running pod with an IP and an engine container turned into a
+`Target` (the pod's rendered args with `$(VAR)` expanded, the leader's DNS name resolved to its IP, the
+Secret env it references). Here, in a module of its own, so neither supervisor imports the other.
+"""
+
+import base64
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+
+from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.render.pod import ENGINE_CONTAINER
+
+#: Seconds an engine that exited waits before it is started again, as a kubelet restarts a container.
+RESTART_BACKOFF_SECONDS = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """A pod that should have a simulator."""
+
+    uid: str
+    name: str
+    namespace: str
+    ip: str
+    args: tuple[str, ...]
+    port: int
+    secret_env: tuple[tuple[str, str, str], ...] = ()
+    """(variable, Secret name, key) of each env entry from a secretKeyRef."""
+
+
+_REF = re.compile(r"\$\(([-._A-Za-z0-9]+)\)")
+
+
+def container_env(container: Mapping[str, Any], pod_ip: str) -> dict[str, str]:
+    """The container's env values as the kubelet resolves them (literal values and status.podIP)."""
+    env: dict[str, str] = {}
+    for var in container.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        elif ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == "status.podIP":
+            env[var["name"]] = pod_ip
+    return env
+
+
+def expand(arg: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' `$(NAME)` expansion in args; an undefined reference stays as written."""
+    return _REF.sub(lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
+def resolve_address(args: list[str], namespace: str, pod_ips: Mapping[tuple[str, str], str]) -> bool:
+    """Play cluster DNS for `--data-parallel-address`: LWS's leader address `<pod>.<subdomain>.<ns>`
+    (sigs.k8s.io/lws v0.7.0 pkg/utils/pod/pod_utils.go:136) becomes that pod's IP; False while unknown."""
+    if "--data-parallel-address" not in args:
+        return True
+    at = args.index("--data-parallel-address") + 1
+    host = args[at]
+    if host.replace(".", "").isdigit():
+        return True
+    parts = host.split(".")
+    ip = pod_ips.get((parts[2] if len(parts) > 2 else namespace, parts[0]))
+    if ip is None:
+        return False
+    args[at] = ip
+    return True
+
+
+def target_of(pod: Mapping[str, Any], pod_ips: Mapping[tuple[str, str], str] | None = None) -> Target | None:
+    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container, or a
+    group member whose leader has no IP yet)."""
+    meta, status, spec = pod.get("metadata") or {}, pod.get("status") or {}, pod.get("spec") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not status.get("podIP"):
+        return None
+    engine = next((c for c in spec.get("containers") or [] if c.get("name") == ENGINE_CONTAINER), None)
+    if engine is None or not engine.get("args"):
+        return None
+    env = container_env(engine, status["podIP"])
+    args = [expand(a, env) for a in engine["args"]]
+    if not resolve_address(args, meta["namespace"], pod_ips or {}):
+        return None
+    ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
+    if args[:1] == ["vllm"]:  # the engine command rendered as args (the pod keeps the image's ENTRYPOINT)
+        args = args[1:]
+    refs = [(e["name"], e.get("valueFrom", {}).get("secretKeyRef")) for e in engine.get("env") or []]
+    return Target(
+        uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
+        args=tuple(args), port=int(ports[0]) if ports else 8000,
+        secret_env=tuple((name, ref["name"], ref["key"]) for name, ref in refs if ref),
+    )  # fmt: skip
+
+
+def pod_ips(pods: list[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """(namespace, name) -> pod IP of every listed pod that has one."""
+    return {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): ip
+        for p in pods
+        if (ip := (p.get("status") or {}).get("podIP"))
+    }
+
+
+SecretEnv = Callable[[Target], dict[str, str]]
+
+
+def no_secrets(target: Target) -> dict[str, str]:
+    """For a cluster-less run: no Secret values."""
+    return {}
+
+
+def secret_reader(core: client.CoreV1Api) -> SecretEnv:
+    """Resolve a target's secretKeyRef env through the API (the values are never logged)."""
+
+    def resolve(target: Target) -> dict[str, str]:
+        env = {}
+        for var, secret, key in target.secret_env:
+            data = core.read_namespaced_secret(secret, target.namespace).data or {}
+            if key in data:
+                env[var] = base64.b64decode(data[key]).decode()
+        return env
+
+    return resolve
+
+
+def connect(kubeconfig: str | None) -> tuple[client.CoreV1Api, client.ApiClient]:
+    """The API clients of a kubeconfig (default: KUBECONFIG or ~/.kube/config)."""
+    config.load_kube_config(config_file=kubeconfig)
+    return client.CoreV1Api(), client.ApiClient()
+
+
+def list_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str | None) -> list[Target]:
+    """The simulators the operator's pods need now (one LIST of the pods carrying the service label)."""
+    if namespace:
+        pods = core.list_namespaced_pod(namespace, label_selector=LABEL_SERVICE)
+    else:
+        pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SERVICE)
+    raw = [api.sanitize_for_serialization(p) for p in pods.items]
+    ips = pod_ips(raw)
+    return [t for p in raw if (t := target_of(p, ips))]
+
+
+#: What a pod listing raises while the API server is down or restarting: the kubernetes client lets urllib3's
+#: MaxRetryError (not an OSError) through once its connection retries are spent, so catching only
+#: ApiException and OSError ended `attach`, and every engine with it, on a kube-apiserver restart
+#: (tests/e2e/test_drills.py). A kubelet keeps its containers running through that; so does attach.
+API_UNREACHABLE = (client.ApiException, OSError, urllib3.exceptions.HTTPError)
