@@ -9,6 +9,9 @@ loop's latest candidates, asks the pure decision (`ascend_operator.disruption.de
   resourceVersion precondition (409: someone wrote meanwhile; decide again next pass), then the pod with
   a uid precondition. A crash between the two leaves a record whose pod still exists: the next call
   completes it by uid, so the record is never lost and a successor pod (another uid) is never deleted.
+  A group's leader deleted to remove its replica (ScaleDown, TopologyChanged) is removed by shrinking the
+  LeaderWorkerSet to the group's index instead (deleting the leader would make LWS recreate the group);
+  the last group goes with the set.
 """
 
 import json
@@ -29,6 +32,7 @@ from ascend_operator.controller.metrics import record_refusal, record_roll
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import (
     HEALTH_REASONS,
+    REMOVAL_REASONS,
     Candidate,
     Decision,
     Delete,
@@ -38,6 +42,7 @@ from ascend_operator.disruption import (
     RollReason,
     decide,
 )
+from ascend_operator.render.lws import LWS_SUFFIX
 
 KEEP_ROLLS = 20
 log = logging.getLogger(__name__)
@@ -101,9 +106,30 @@ def deferred(decision: Decision) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def switching(decision: Decision) -> list[tuple[str, str, str, str]]:
+    """Progressing/TopologySwitchWaiting while a switch between one node and several per replica waits for
+    capacity: what the other shape needs, and what the budget waits for."""
+    waits = [h for h in decision.held if h.refused and h.candidate.reason is RollReason.TOPOLOGY_CHANGED]
+    if not waits:
+        return []
+    first = waits[0]
+    return [("Progressing", "True", "TopologySwitchWaiting", f"{first.candidate.message}; {first.message}")]
+
+
 async def _serving(site: Site) -> list[PodView]:
     """Single-node pods and group leaders (a group is judged and deleted through its leader)."""
     return [v for p in await site.kube.list_pods(site.namespace, site.service) if (v := pod_view(p)).leader_or_single]
+
+
+async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reason: RollReason) -> bool:
+    """Delete the pod, or remove its group when it leads one and the reason removes the replica."""
+    if pod is not None and pod.worker_index == 0 and pod.replica is not None and reason in REMOVAL_REASONS:
+        lws = f"{site.service}{LWS_SUFFIX}"
+        if pod.replica == 0:
+            return await site.kube.delete_lws(site.namespace, lws)
+        await site.kube.patch_lws(site.namespace, lws, {"spec": {"replicas": pod.replica}})
+        return True
+    return await site.kube.delete_pod(site.namespace, name, uid)
 
 
 async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[PodView]) -> bool:
@@ -116,7 +142,8 @@ async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[
         if pod is None:
             continue
         found = True
-        if await site.kube.delete_pod(site.namespace, pod.name, pod.uid):
+        reason = _reason(record.get("reason")) or RollReason.STALLED
+        if await _remove(site, pod, name=pod.name, uid=pod.uid, reason=reason):
             site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.get('time')}")
     return found
 
@@ -142,7 +169,7 @@ async def _drain(site: Site, action: Drain) -> None:
     site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
 
 
-async def _delete(site: Site, memory: ServiceMemory, action: Delete) -> None:
+async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequence[PodView]) -> None:
     current = await site.kube.read_ais(site.namespace, site.service)
     if current is None:
         return
@@ -162,7 +189,8 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete) -> None:
         return
     memory.rolls = rolls
     faults.after_roll_record()
-    if not await site.kube.delete_pod(site.namespace, action.pod, action.uid):
+    pod = next((p for p in views if p.uid == action.uid), None)
+    if not await _remove(site, pod, name=action.pod, uid=action.uid, reason=action.reason):
         return
     record_roll(site.namespace, site.service, action.reason)
     if action.reason in HEALTH_REASONS:
@@ -197,9 +225,9 @@ async def disrupt(
             for held in decision.held:
                 if held.refused and held.candidate.reason in HEALTH_REASONS:
                     record_refusal(site.namespace, site.service, held.rule)
-        memory.overrides = deferred(decision)
+        memory.overrides = [*deferred(decision), *switching(decision)]
         if isinstance(decision.action, Drain):
             await _drain(site, decision.action)
         elif isinstance(decision.action, Delete):
-            await _delete(site, memory, decision.action)
+            await _delete(site, memory, decision.action, views)
         return decision

@@ -1,13 +1,21 @@
-"""Per-group status of a multi-node service: one line per LeaderWorkerSet group, from its pods.
+"""The groups of a multi-node service, from its pods: their status, and what a pass asks of them.
 
 Pure. A group is one replica: its leader serves and is judged; the status also says whether every
 worker is there and on which nodes the group runs, so `kubectl get ais -o yaml` shows a group that
 is short of a worker (Pending for NPUs, or being recreated) without listing pods.
+
+The plans say how big the LeaderWorkerSet is and which pods are deletion candidates when the spec
+switches between one node and several per replica (spec.parallelism.nodes) or scales groups down: every
+such deletion goes through the disruption decision (controller/disrupt.py), with its budget and drain,
+instead of deleting every single-node pod or the whole set at once.
 """
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ascend_operator.controller.views import PodView
+from ascend_operator.disruption import Candidate, RollReason
 
 
 def group_status(pods: list[PodView], *, size: int) -> list[dict[str, Any]]:
@@ -30,3 +38,80 @@ def group_status(pods: list[PodView], *, size: int) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupPlan:
+    """What a multi-node spec asks of the pods this pass, while single-node pods may still serve."""
+
+    lws_replicas: int
+    """spec.replicas of the LeaderWorkerSet: grows at once, shrinks only by the disruption decision."""
+    candidates: list[Candidate]
+    """Single-node pods making way for groups (TopologyChanged) and the highest excess group (ScaleDown)."""
+
+
+def _live_leaders(pods: Sequence[PodView]) -> dict[int, PodView]:
+    return {p.replica: p for p in pods if p.worker_index == 0 and p.replica is not None and not p.terminating}
+
+
+def _excess_leader(leaders: Mapping[int, PodView], keep: int) -> PodView | None:
+    """The leader of the highest group at or above `keep`: LWS removes groups from the top."""
+    above = [i for i in leaders if i >= keep]
+    return leaders[max(above)] if above else None
+
+
+def plan_groups(*, replicas: int, nodes: int, npus: int, pods: Sequence[PodView], current: int | None) -> GroupPlan:
+    """The LeaderWorkerSet's size and the deletion candidates of a multi-node spec.
+
+    Single-node pods left by a switch from one node hold the NPUs the groups need: each is a
+    TopologyChanged candidate, so the budget drains and deletes them one decision at a time, and the set
+    grows to the replicas the remaining pods leave room for (at least one group, which starts at once on
+    NPUs that are free). A set larger than spec.replicas keeps its groups until the decision removed
+    the top one (drained through its leader, then the set shrinks), so a scale-down drains too.
+    """
+    plain = [p for p in pods if p.worker_index is None and not p.terminating]
+    want = min(replicas, max(1, replicas - len(plain))) if replicas > 0 else 0
+    leaders = _live_leaders(pods)
+    top = _excess_leader(leaders, want)
+    size = want if current is None or current <= want or top is None else min(current, (top.replica or 0) + 1)
+    message = (
+        f"the service now spans {nodes} nodes per replica: each group needs {nodes} nodes with {npus} free NPUs, "
+        "which single-node pods hold"
+    )
+    candidates = [Candidate(pod=p.name, uid=p.uid, reason=RollReason.TOPOLOGY_CHANGED, message=message) for p in plain]
+    if top is not None and size > want:
+        why = f"{size} groups for {replicas} replicas: the top group goes"
+        candidates.append(Candidate(pod=top.name, uid=top.uid, reason=RollReason.SCALE_DOWN, message=why))
+    return GroupPlan(lws_replicas=size, candidates=candidates)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodPlan:
+    """What a single-node spec asks while groups of an earlier multi-node spec still serve."""
+
+    replicas: int
+    """Single-node replicas to have now: room for them is made one group at a time."""
+    candidates: list[Candidate]
+    """The highest group's leader (TopologyChanged), removed by shrinking the set."""
+    remove_set: bool
+    """No group serves any more (no leader left): the set goes at once."""
+
+
+def plan_pods_beside_groups(*, replicas: int, pods: Sequence[PodView]) -> PodPlan:
+    """A switch back to one node: groups are drained and removed from the top, one budgeted decision at a
+    time, while single-node replicas are created for the room each removal leaves (at least one, which
+    starts at once on NPUs that are free)."""
+    grouped = [p for p in pods if p.worker_index is not None and not p.terminating]
+    live_groups = {p.replica for p in grouped}
+    leaders = _live_leaders(pods)
+    if grouped and not leaders:
+        return PodPlan(replicas=min(replicas, 1), candidates=[], remove_set=True)
+    room = min(replicas, max(1, replicas - len(live_groups))) if replicas > 0 else 0
+    top = _excess_leader(leaders, 0)
+    message = "the service now runs on one node per replica: the group makes way for single-node pods"
+    candidates = (
+        []
+        if top is None
+        else [Candidate(pod=top.name, uid=top.uid, reason=RollReason.TOPOLOGY_CHANGED, message=message)]
+    )
+    return PodPlan(replicas=room, candidates=candidates, remove_set=False)

@@ -17,7 +17,7 @@ every create or delete tolerates "already done".
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ from ascend_operator.clients.kube import ApiRefused, KubeApi
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.causes import may_fail_mount, mount_failures
 from ascend_operator.controller.disrupt import Site, disrupt
-from ascend_operator.controller.groups import group_status
+from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
@@ -187,11 +187,15 @@ async def _apply_pod_actions(
     pods: list[PodView],
     key_version: str | None,
     memory: ServiceMemory,
+    *,
+    replicas: int,
+    more: Sequence[Candidate] = (),
 ) -> bool:
-    """Create missing replicas; hand deletion candidates to the disruption step. True when anything was done."""
+    """Create missing replicas; hand deletion candidates (with `more`, a switch's groups) to the disruption
+    step. True when anything was done."""
     digest = spec_hash(parsed.spec, key_version=key_version)
     memory.create_failures = {}
-    actions = plan_pods(replicas=parsed.spec.replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
+    actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
     for action in actions:
         if isinstance(action, CreatePod):
             body = build_pod(
@@ -203,36 +207,51 @@ async def _apply_pod_actions(
         for a in actions
         if isinstance(a, DeletePod)
     ]
-    site = Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
-    decision = await disrupt(site, memory, parsed.spec, source="reconcile", candidates=candidates)
+    decision = await disrupt(
+        _site(ctx, owner), memory, parsed.spec, source="reconcile", candidates=[*candidates, *more]
+    )
     return any(isinstance(a, CreatePod) for a in actions) or decision.action is not None
 
 
-async def _apply_group(ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView]) -> bool:
-    """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups); plain pods left by a
-    single-node spec are deleted, their NPUs are what the groups need. True when anything was done."""
-    acted = False
-    for pod in pods:
-        if pod.worker_index is None and not pod.terminating:
-            if await ctx.kube.delete_pod(owner.namespace, pod.name, pod.uid):
-                ctx.events("Normal", "SpecChanged", f"deleted pod {pod.name}: the service now spans nodes")
-            acted = True
+def _site(ctx: Context, owner: Owner) -> Site:
+    return Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
+
+
+async def _apply_group(
+    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], memory: ServiceMemory
+) -> bool:
+    """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups within spec.rollout); the
+    set grows as single-node pods left by a one-node spec make way for it, and shrinks only when the
+    disruption decision removed a group (controller/groups.py). True when anything was done."""
     desired = build_leader_worker_set(parsed.spec, owner=owner, npu_resource=ctx.npu_resource)
     name = desired["metadata"]["name"]
     digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
     current = await ctx.kube.read_lws(owner.namespace, name)
+    have_replicas = None if current is None else (current.get("spec") or {}).get("replicas")
+    plan = plan_groups(
+        replicas=parsed.spec.replicas,
+        nodes=parsed.spec.parallelism.nodes,
+        npus=parsed.spec.npus,
+        pods=pods,
+        current=have_replicas if isinstance(have_replicas, int) else None,
+    )
+    desired["spec"]["replicas"] = plan.lws_replicas
+    acted = False
     if current is None:
         if await ctx.kube.create_lws(desired):
             ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
-        return True
-    have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
-    have_replicas = (current.get("spec") or {}).get("replicas")
-    if have_hash != digest or have_replicas != parsed.spec.replicas:
-        patch = {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]}
-        await ctx.kube.patch_lws(owner.namespace, name, patch)
-        ctx.events("Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest})")
         acted = True
-    return acted
+    else:
+        have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+        if have_hash != digest or have_replicas != plan.lws_replicas:
+            patch = {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]}
+            await ctx.kube.patch_lws(owner.namespace, name, patch)
+            ctx.events(
+                "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
+            )
+            acted = True
+    decision = await disrupt(_site(ctx, owner), memory, parsed.spec, source="reconcile", candidates=plan.candidates)
+    return acted or decision.action is not None
 
 
 async def _apply(
@@ -243,15 +262,19 @@ async def _apply(
     key_version: str | None,
     memory: ServiceMemory,
 ) -> bool:
-    """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done."""
+    """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done. Groups
+    of an earlier multi-node spec make way for single-node pods one budgeted decision at a time."""
     if is_multi_node(parsed.spec):
-        return await _apply_group(ctx, parsed, owner, pods)
+        return await _apply_group(ctx, parsed, owner, pods, memory)
     plain = [p for p in pods if p.worker_index is None]
-    if len(plain) != len(pods):  # groups of an earlier multi-node spec: remove their set first
-        if await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
-            ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: single node now")
-        return True
-    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory)
+    if len(plain) == len(pods):
+        return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=parsed.spec.replicas)
+    plan = plan_pods_beside_groups(replicas=parsed.spec.replicas, pods=pods)
+    # no group serves: removing the set costs nothing
+    if plan.remove_set and await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
+        ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
+    more = plan.candidates
+    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=plan.replicas, more=more)
 
 
 async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseException) -> None:

@@ -12,6 +12,7 @@ from ascend_operator.disruption.decide import Decision, DisruptionConfig, decide
 from ascend_operator.disruption.model import (
     HEALTH_REASONS,
     PLANNED_REASONS,
+    REMOVAL_REASONS,
     ROLL_RULES,
     SERVING_REASONS,
     Candidate,
@@ -26,6 +27,7 @@ from ascend_operator.disruption.model import (
 __all__ = [
     "HEALTH_REASONS",
     "PLANNED_REASONS",
+    "REMOVAL_REASONS",
     "ROLL_RULES",
     "SERVING_REASONS",
     "Candidate",

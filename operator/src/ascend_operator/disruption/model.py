@@ -14,6 +14,12 @@ class RollReason(StrEnum):
     SPEC_CHANGED = "SpecChanged"
     SCALE_DOWN = "ScaleDown"
     DUPLICATE = "Duplicate"
+    TOPOLOGY_CHANGED = "TopologyChanged"
+    """spec.parallelism.nodes went from 1 to more or back: a plain pod or a whole group makes way for the
+    other shape, one budgeted decision at a time."""
+    GROUP_RECREATED = "GroupRecreated"
+    """Observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was
+    evicted, or its rolling update replaced the group)."""
 
 
 #: Reasons found by the health loop: spaced by spec.health.rolls (maxPerHour, cooldown) and held during
@@ -22,7 +28,12 @@ HEALTH_REASONS = frozenset({RollReason.STALLED, RollReason.DRIFT, RollReason.MAX
 #: Reasons for which the pod still serves: never the last Ready replica.
 SERVING_REASONS = frozenset({RollReason.DRIFT, RollReason.MAX_AGE})
 #: Planned deletions of a serving pod are drained first (a stalled or crashed engine serves nobody).
-PLANNED_REASONS = frozenset({RollReason.DRIFT, RollReason.MAX_AGE, RollReason.SPEC_CHANGED, RollReason.SCALE_DOWN})
+PLANNED_REASONS = frozenset(
+    {RollReason.DRIFT, RollReason.MAX_AGE, RollReason.SPEC_CHANGED, RollReason.SCALE_DOWN, RollReason.TOPOLOGY_CHANGED}
+)
+#: Reasons that remove a replica rather than recreate it: a group's leader with one of these is removed by
+#: shrinking the LeaderWorkerSet (deleting the leader would make LWS recreate the group).
+REMOVAL_REASONS = frozenset({RollReason.SCALE_DOWN, RollReason.TOPOLOGY_CHANGED})
 
 #: Every rule that may refuse a candidate (the operator's metrics create a series for each at 0).
 ROLL_RULES = ("PodGone", "InStartupGrace", "RateLimited", "Cooldown", "AnotherReplicaOut", "LastReadyReplica")

@@ -1,0 +1,159 @@
+"""A switch between one node and several per replica (spec.parallelism.nodes) goes through the disruption
+decision: the pass replaces capacity within spec.rollout.maxUnavailable, draining serving pods first, and
+says what it waits for when the budget holds it; groups scale down the same way.
+
+Before: the pass deleted every single-node pod at once on a switch to several nodes, and the whole
+LeaderWorkerSet on the way back, so the service stopped serving until the other shape had loaded.
+"""
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ascend_operator.controller.clock import iso
+from ascend_operator.controller.memory import ServiceMemory
+from ascend_operator.controller.reconcile import Context, reconcile
+from tests.disruption.cluster import Cluster
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dsr1-2node.yaml"
+START = 1_800_000_000.0
+
+
+def service(*, replicas: int, nodes: int, max_unavailable: int = 1) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"].update({"namespace": "llm", "uid": "ais-uid", "generation": 1})
+    body["spec"]["replicas"] = replicas
+    body["spec"]["parallelism"].update({"nodes": nodes, "data": 2 * nodes})
+    body["spec"]["rollout"] = {"maxUnavailable": max_unavailable}
+    return body
+
+
+class Run:
+    """Reconcile passes against the cluster, a minute apart, with every engine answering and idle."""
+
+    def __init__(self, cluster: Cluster, body: dict[str, Any]) -> None:
+        self.cluster, self.body = cluster, body
+        self.memory = ServiceMemory()
+        self.clock = START
+        self.events: list[str] = []
+        self.lowest = 10**6
+        self.ctx = Context(
+            kube=cluster,  # type: ignore[arg-type]
+            events=lambda kind, reason, message: self.events.append(reason),
+            now=lambda: iso(self.clock),
+            clock=lambda: self.clock,
+            mono=lambda: self.clock,
+        )
+
+    async def passes(self, count: int) -> dict[str, Any]:
+        status: dict[str, Any] = {}
+        for _ in range(count):
+            self.clock += 60
+            uids = {p["metadata"]["uid"] for p in self.cluster.pods.values()}
+            self.memory.in_flight, self.memory.scraped_at = dict.fromkeys(uids, 0), self.clock
+            self.memory.served = set(uids)
+            status = await reconcile({**self.body, "status": self.cluster.ais["status"]}, self.ctx, self.memory)
+            self.cluster.step()
+            self.lowest = min(self.lowest, self.cluster.serving())
+        return status
+
+    async def settle(self) -> None:
+        """Start from a service that serves in its current shape."""
+        await self.passes(4)
+        self.lowest = 10**6
+
+    def switch(self, body: dict[str, Any]) -> None:
+        self.body = copy.deepcopy(body)
+        self.body["metadata"]["generation"] += 1
+        self.cluster.ais["spec"] = self.body["spec"]
+
+
+def rolls(cluster: Cluster) -> list[tuple[str, str, str]]:
+    return [(r["pod"], r["reason"], r["drain"]) for r in cluster.ais["status"].get("rolls", [])]
+
+
+async def test_one_node_to_two_replaces_the_pods_one_at_a_time_within_the_budget() -> None:
+    cluster = Cluster(nodes=4, body=service(replicas=2, nodes=1))
+    run = Run(cluster, service(replicas=2, nodes=1))
+    await run.settle()
+    assert cluster.plain() == ["dsr1-0", "dsr1-1"]
+    assert cluster.serving() == 2
+    run.switch(service(replicas=2, nodes=2))
+    await run.passes(30)
+    assert cluster.plain() == []
+    assert cluster.leaders() == ["dsr1-group-0", "dsr1-group-1"]
+    assert cluster.serving() == 2
+    assert run.lowest >= 1  # maxUnavailable 1 of 2: one replica served throughout
+    assert sorted(rolls(cluster)) == [
+        ("dsr1-0", "TopologyChanged", "Completed"),  # drained first: its requests finished
+        ("dsr1-1", "TopologyChanged", "Completed"),
+    ]
+    assert cluster.pdb is not None
+    assert cluster.pdb["spec"]["minAvailable"] == 3
+
+
+async def test_two_nodes_back_to_one_removes_the_groups_from_the_top_one_at_a_time() -> None:
+    cluster = Cluster(nodes=4, body=service(replicas=2, nodes=2))
+    run = Run(cluster, service(replicas=2, nodes=2))
+    await run.settle()
+    assert cluster.leaders() == ["dsr1-group-0", "dsr1-group-1"]
+    assert cluster.serving() == 2
+    run.switch(service(replicas=2, nodes=1))
+    await run.passes(30)
+    assert cluster.lws is None
+    assert cluster.leaders() == []
+    assert cluster.plain() == ["dsr1-0", "dsr1-1"]
+    assert cluster.serving() == 2
+    assert run.lowest >= 1
+    assert rolls(cluster) == [
+        ("dsr1-group-1", "TopologyChanged", "Completed"),
+        ("dsr1-group-0", "TopologyChanged", "Completed"),
+    ]
+    assert cluster.pdb is not None
+    assert cluster.pdb["spec"]["minAvailable"] == 1
+
+
+async def test_a_switch_without_room_waits_and_says_what_the_groups_need() -> None:
+    """Three nodes serve three single-node replicas; three groups of two nodes cannot all fit, and the budget
+    takes one replica out at a time: the status says what the groups need and what the decision waits for."""
+    cluster = Cluster(nodes=3, body=service(replicas=3, nodes=1))
+    run = Run(cluster, service(replicas=3, nodes=1))
+    await run.settle()
+    run.switch(service(replicas=3, nodes=2))
+    status = await run.passes(12)
+    assert run.lowest >= 2
+    progressing = next(c for c in status["conditions"] if c["type"] == "Progressing")
+    assert progressing["reason"] == "TopologySwitchWaiting"
+    assert "each group needs 2 nodes with 8 free NPUs" in progressing["message"]
+    assert "maxUnavailable 1" in progressing["message"]
+
+
+async def test_a_group_scale_down_drains_the_top_group_before_removing_it() -> None:
+    cluster = Cluster(nodes=6, body=service(replicas=3, nodes=2))
+    run = Run(cluster, service(replicas=3, nodes=2))
+    await run.settle()
+    assert cluster.serving() == 3
+    run.switch(service(replicas=2, nodes=2))
+    await run.passes(1)
+    assert cluster.lws is not None
+    assert cluster.lws["spec"]["replicas"] == 3
+    drained = cluster.pods["dsr1-group-2"]["metadata"]["annotations"]
+    assert "ScaleDown" in next(v for k, v in drained.items() if k.endswith("drain"))
+    await run.passes(4)
+    assert cluster.lws["spec"]["replicas"] == 2
+    assert cluster.leaders() == ["dsr1-group-0", "dsr1-group-1"]
+    assert rolls(cluster) == [("dsr1-group-2", "ScaleDown", "Completed")]
+
+
+async def test_four_single_node_replicas_become_two_groups_with_one_replica_out_at_most() -> None:
+    cluster = Cluster(nodes=4, body=service(replicas=4, nodes=1))
+    run = Run(cluster, service(replicas=4, nodes=1))
+    await run.settle()
+    run.switch(service(replicas=2, nodes=2))
+    await run.passes(30)
+    assert cluster.plain() == []
+    assert cluster.leaders() == ["dsr1-group-0", "dsr1-group-1"]
+    assert cluster.serving() == 2
+    assert run.lowest >= 1
