@@ -6,6 +6,7 @@ rejects is rejected by the operator with the same words.
 
 import copy
 import difflib
+import json
 import re
 import types
 import typing
@@ -81,19 +82,38 @@ def field_names_at(loc: tuple[int | str, ...]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
+_TYPE_ERRORS = frozenset({"int_type", "bool_type", "float_type", "string_type", "dict_type", "list_type"})
+
+
 def _problem(err: Mapping[str, Any]) -> str:
     loc = tuple(err["loc"])
     if err["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
         close = difflib.get_close_matches(loc[-1], field_names_at(loc), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"{_location(loc)}: unknown field{hint}"
-    return f"{_location(loc)}: {err['msg']}"
+    if err["type"] in _TYPE_ERRORS:  # strict: say what was given, since nothing was converted
+        return f"{_location(loc)}: {err['msg']}, got {json.dumps(err.get('input'), default=str)}"
+    return f"{_location(loc)}: {str(err['msg']).removeprefix('Value error, ')}"
+
+
+def _validate(raw: Mapping[str, Any]) -> AscendInferenceServiceSpec:
+    """The spec as the API server reads it: JSON, strictly typed.
+
+    Strict JSON validation converts nothing the CRD's types refuse: `"128"` is no integer, `true` no
+    integer or number, `1` no string; an integer is a number (JSON has one number type, and so has the
+    API server's `number`). A YAML date or a non-string map key becomes a string, as kubectl sends it.
+    """
+    try:
+        text = json.dumps(dict(raw), default=str, allow_nan=False)
+    except ValueError as exc:  # NaN or infinity: no JSON number, refused by the API server too
+        raise SpecError([f"spec: {exc}"]) from None
+    return AscendInferenceServiceSpec.model_validate_json(text, strict=True)
 
 
 def parse_spec(raw: Mapping[str, Any]) -> AscendInferenceServiceSpec:
     """Validate a spec mapping (camelCase keys) into the model."""
     try:
-        return AscendInferenceServiceSpec.model_validate(dict(raw))
+        return _validate(raw)
     except ValidationError as exc:
         raise SpecError([_problem(err) for err in exc.errors()]) from None
 
@@ -104,14 +124,16 @@ def salvage_spec(raw: Mapping[str, Any]) -> AscendInferenceServiceSpec | None:
     of a spec that has schema errors, so a user sees every problem at once."""
     body = copy.deepcopy(dict(raw))
     try:
-        AscendInferenceServiceSpec.model_validate(body)
+        _validate(body)
         return None  # nothing to salvage: it parses
     except ValidationError as exc:
         for err in exc.errors():
             _drop(body, tuple(err["loc"]))
+    except SpecError:
+        return None
     try:
-        return AscendInferenceServiceSpec.model_validate(body)
-    except ValidationError:
+        return _validate(body)
+    except (ValidationError, SpecError):
         return None
 
 

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
+from ascend_operator.api.formats import ImageReference, LabelValue
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.rollout import RolloutSpec
 from ascend_operator.api.routing import RoutingSpec
@@ -183,7 +184,7 @@ class Resources(ApiModel):
 class PodMetadata(ApiModel):
     """Labels and annotations added to every engine pod."""
 
-    labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
+    labels: dict[str, LabelValue] = Field(
         default_factory=dict,
         max_length=64,
         description="Extra pod labels; keys under inference.ascend.dev/ and app.kubernetes.io/ are the "
@@ -233,7 +234,7 @@ class DisruptionBudget(ApiModel):
 class Scheduling(ApiModel):
     """Where pods may run."""
 
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=64, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Pod tolerations.")
     affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity, as Kubernetes takes it.")
 
@@ -244,7 +245,7 @@ class AscendInferenceServiceSpec(ApiModel):
     replicas: int = Field(
         default=1, ge=0, le=128, description="Engine replicas; each takes `parallelism.nodes` pods of `npus` NPUs."
     )
-    image: str = Field(min_length=1, description="Engine image (vllm-ascend with the model's custom ops).")
+    image: ImageReference = Field(description="Engine image (vllm-ascend with the model's custom ops).")
     image_pull_policy: str = Field(
         default="IfNotPresent", pattern=r"^(Always|IfNotPresent|Never)$", description="Image pull policy."
     )
