@@ -6,7 +6,8 @@ Order of business in one pass:
    dropped the pod is counted), when
    `drainSeconds` passes, or at once when the engine stopped answering;
 2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
-   then planned ones in replica order. For each, the rules in order; the first that refuses holds it:
+   then planned ones in replica order. For each, the chain `REFUSALS` in order (each rule a function of
+   `RuleInput` returning (reason, message, refused)); the first that refuses holds it:
    - PodGone: the pod (by uid) is gone or already terminating;
    - InStartupGrace (health reasons): never judge a loading engine (~292 GB of weights load for minutes);
      the grace ends early once the pod has been Ready;
@@ -24,7 +25,7 @@ Order of business in one pass:
    other is deleted without a drain. Every later candidate is held with `OneDecisionPerPass`.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ascend_operator.api.health import HealthSpec
@@ -91,44 +92,110 @@ def _finish_drain(pods: Sequence[PodState], *, now: float, cfg: DisruptionConfig
     return None
 
 
-def _refusal(
-    cand: Candidate,
-    target: PodState | None,
-    pods: Sequence[PodState],
-    history: Sequence[float],
-    now: float,
-    cfg: DisruptionConfig,
-) -> tuple[str, str] | None:
-    """The first rule that refuses the candidate, as (rule, message); None when every rule allows it."""
-    if target is None or target.terminating:
-        return "PodGone", f"pod {cand.pod} is gone or terminating"
-    health = cfg.health
-    if cand.reason in HEALTH_REASONS:
-        loading = target.started_at is None or now - target.started_at < health.startup_grace_seconds
-        if loading and not target.served:
-            return "InStartupGrace", (
-                f"pod {cand.pod} is inside its {health.startup_grace_seconds:.0f}s startup grace and was never Ready"
-            )
-        recent = [t for t in history if now - t < HOUR]
-        if len(recent) >= health.rolls.max_per_hour:
-            return "RateLimited", f"{len(recent)} roll(s) in the last hour (max {health.rolls.max_per_hour})"
-        if history and now - max(history) < health.rolls.cooldown_seconds:
-            return "Cooldown", (
-                f"last roll {now - max(history):.0f}s ago (cooldown {health.rolls.cooldown_seconds:.0f}s)"
-            )
-    others = [p for p in pods if p.uid != target.uid]
-    if cand.reason in SERVING_REASONS and not any(p.healthy for p in others):
-        return "LastReadyReplica", f"pod {cand.pod} is the last Ready replica; {cand.reason} does not roll it"
-    if target.healthy:
-        serving_after = sum(1 for p in others if p.healthy)
-        out_after = max(0, cfg.replicas - serving_after)
-        if out_after > cfg.max_unavailable:
-            out = sorted(p.name for p in others if not p.healthy)
-            detail = f": {', '.join(out)}" if out else ""
-            return "AnotherReplicaOut", (
-                f"taking {cand.pod} out would leave {out_after} of {cfg.replicas} replica(s) not serving "
-                f"(maxUnavailable {cfg.max_unavailable}); waiting for{detail or ' replicas to become Ready'}"
-            )
+@dataclass(frozen=True, kw_only=True)
+class RuleInput:
+    """What a refusal rule sees of one candidate: its pod (None when gone), every pod, the health roll times."""
+
+    cand: Candidate
+    target: PodState | None
+    pods: Sequence[PodState]
+    history: Sequence[float]
+    """Epoch times of the health rolls in the limit's own record (see `decide`)."""
+    now: float
+    cfg: DisruptionConfig
+
+
+#: A rule's answer: (reason, message, refused); the reason names the rule, the message says why it held.
+Verdict = tuple[str, str, bool]
+Rule = Callable[[RuleInput], Verdict]
+ALLOW: Verdict = ("", "", False)
+
+
+def pod_gone(i: RuleInput) -> Verdict:
+    """The pod (by uid) is gone or already terminating: nothing to delete."""
+    if i.target is None or i.target.terminating:
+        return "PodGone", f"pod {i.cand.pod} is gone or terminating", True
+    return ALLOW
+
+
+def in_startup_grace(i: RuleInput) -> Verdict:
+    """Health reasons: never judge a loading engine; the grace ends early once the pod has been Ready."""
+    health, target = i.cfg.health, i.target
+    if i.cand.reason not in HEALTH_REASONS or target is None:
+        return ALLOW
+    loading = target.started_at is None or i.now - target.started_at < health.startup_grace_seconds
+    if loading and not target.served:
+        message = (
+            f"pod {i.cand.pod} is inside its {health.startup_grace_seconds:.0f}s startup grace and was never Ready"
+        )
+        return "InStartupGrace", message, True
+    return ALLOW
+
+
+def rate_limited(i: RuleInput) -> Verdict:
+    """Health reasons: at most spec.health.rolls.maxPerHour health rolls in the last hour."""
+    if i.cand.reason not in HEALTH_REASONS:
+        return ALLOW
+    limit = i.cfg.health.rolls.max_per_hour
+    recent = [t for t in i.history if i.now - t < HOUR]
+    if len(recent) >= limit:
+        return "RateLimited", f"{len(recent)} roll(s) in the last hour (max {limit})", True
+    return ALLOW
+
+
+def cooldown(i: RuleInput) -> Verdict:
+    """Health reasons: spec.health.rolls.cooldownSeconds since the last health roll."""
+    if i.cand.reason not in HEALTH_REASONS or not i.history:
+        return ALLOW
+    since, wait = i.now - max(i.history), i.cfg.health.rolls.cooldown_seconds
+    if since < wait:
+        return "Cooldown", f"last roll {since:.0f}s ago (cooldown {wait:.0f}s)", True
+    return ALLOW
+
+
+def last_ready_replica(i: RuleInput) -> Verdict:
+    """Drift and age: a slow engine serves, an absent one does not."""
+    others = [p for p in i.pods if i.target is None or p.uid != i.target.uid]
+    if i.cand.reason in SERVING_REASONS and not any(p.healthy for p in others):
+        return "LastReadyReplica", f"pod {i.cand.pod} is the last Ready replica; {i.cand.reason} does not roll it", True
+    return ALLOW
+
+
+def another_replica_out(i: RuleInput) -> Verdict:
+    """The budget: deleting a serving pod leaves at most spec.rollout.maxUnavailable replicas not serving."""
+    target, cfg = i.target, i.cfg
+    if target is None or not target.healthy:
+        return ALLOW  # a pod that serves nobody costs nothing
+    others = [p for p in i.pods if p.uid != target.uid]
+    out_after = max(0, cfg.replicas - sum(1 for p in others if p.healthy))
+    if out_after <= cfg.max_unavailable:
+        return ALLOW
+    out = sorted(p.name for p in others if not p.healthy)
+    detail = f": {', '.join(out)}" if out else ""
+    message = (
+        f"taking {i.cand.pod} out would leave {out_after} of {cfg.replicas} replica(s) not serving "
+        f"(maxUnavailable {cfg.max_unavailable}); waiting for{detail or ' replicas to become Ready'}"
+    )
+    return "AnotherReplicaOut", message, True
+
+
+#: The refusals, in order: the first that refuses holds the candidate (cert-manager's policy chains).
+REFUSALS: tuple[Rule, ...] = (
+    pod_gone,
+    in_startup_grace,
+    rate_limited,
+    cooldown,
+    last_ready_replica,
+    another_replica_out,
+)
+
+
+def first_refusal(i: RuleInput, chain: Sequence[Rule] = REFUSALS) -> tuple[str, str] | None:
+    """The first rule of `chain` that refuses, as (rule, message); None when every rule allows."""
+    for rule in chain:
+        reason, message, refused = rule(i)
+        if refused:
+            return reason, message
     return None
 
 
@@ -167,7 +234,7 @@ def decide(
             elif action is None or action.uid != cand.uid:
                 held.append(Held(candidate=cand, rule=DRAINING, message=f"pod {cand.pod} is draining"))
             continue
-        refusal = _refusal(cand, target, pods, history, now, cfg)
+        refusal = first_refusal(RuleInput(cand=cand, target=target, pods=pods, history=history, now=now, cfg=cfg))
         if refusal is not None:
             held.append(Held(candidate=cand, rule=refusal[0], message=refusal[1]))
         elif action is not None:

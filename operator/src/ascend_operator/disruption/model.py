@@ -35,8 +35,9 @@ PLANNED_REASONS = frozenset(
 #: shrinking the LeaderWorkerSet (deleting the leader would make LWS recreate the group).
 REMOVAL_REASONS = frozenset({RollReason.SCALE_DOWN, RollReason.TOPOLOGY_CHANGED})
 
-#: Every rule that may refuse a candidate (the operator's metrics create a series for each at 0).
-ROLL_RULES = ("PodGone", "InStartupGrace", "RateLimited", "Cooldown", "AnotherReplicaOut", "LastReadyReplica")
+#: Every rule that may refuse a candidate, in the order of the chain (disruption/decide.py `REFUSALS`); the
+#: operator's metrics create a series for each at 0.
+ROLL_RULES = ("PodGone", "InStartupGrace", "RateLimited", "Cooldown", "LastReadyReplica", "AnotherReplicaOut")
 #: Holds that are not refusals: the pod is already draining, or another decision was taken this pass.
 DRAINING = "Draining"
 ONE_AT_A_TIME = "OneDecisionPerPass"
