@@ -112,6 +112,7 @@ def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None
         "scaled to zero": base(replicas=0, pods=[]),
     }
     assert errors(None, serving) == []
+    assert not {"rolls", "lastRoll"} & set(serving)  # the disruption step's: a status write never resets them
     writes = {what: compute_status(o, previous=serving, now=T1) for what, o in after_serving.items()}
     for what, patch in writes.items():
         assert errors(serving, patch) == [], what
