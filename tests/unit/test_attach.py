@@ -131,7 +131,9 @@ def test_a_gone_pods_engine_group_goes_whole_even_a_stopped_member(tmp_path: Pat
     from aissim.attach import sync
 
     def launcher(target: Target, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        script = f"sleep 60 & echo $! > {tmp_path}/member; wait"
+        # the leader leaves on SIGTERM only once the test lets it, so the first sync sees it still stopping
+        leave = f"trap 'until [ -e {tmp_path}/leave ]; do sleep 0.05; done; exit 0' TERM"
+        script = f"{leave}; sleep 60 & echo $! > {tmp_path}/member; wait"
         return ["bash", "-c", script], dict(os.environ)
 
     target = Target(uid="u-1", name="svc-0", namespace="llm", ip="127.10.0.7", args=("serve",), port=8000)
@@ -149,6 +151,7 @@ def test_a_gone_pods_engine_group_goes_whole_even_a_stopped_member(tmp_path: Pat
     sync(engines, [], now=1.0, log_dir=None, launcher=launcher)  # the pod is gone: SIGTERM, no wait
     assert not engines.children
     assert len(engines.stopping) == 1
+    (tmp_path / "leave").touch()
     leader.wait(timeout=10)
     sync(engines, [], now=2.0, log_dir=None, launcher=launcher)  # leader gone: the group is killed, reaped
     assert not engines.stopping
