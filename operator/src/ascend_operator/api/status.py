@@ -97,6 +97,13 @@ class AscendInferenceServiceStatus(ApiModel):
     rolls: list[Roll] = Field(
         default_factory=list, description="Recent deletions (the health rate limit reads those of health reasons)."
     )
+    health_rolls: list[str] = Field(
+        default_factory=list,
+        max_length=60,
+        description="When (RFC 3339) the health rolls (Stalled, ThroughputDrift, MaxAge) of the last hour happened: "
+        "the record spec.health.rolls.maxPerHour and cooldownSeconds count from. Kept apart from `rolls`, which "
+        "keeps the last 20 deletions of every reason, so a rollout of many replicas cannot push them out.",
+    )
     groups: list[GroupStatus] | None = Field(
         default=None, description="Multi-node services: one entry per LeaderWorkerSet group."
     )
