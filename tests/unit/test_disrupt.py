@@ -178,3 +178,54 @@ def test_the_fault_point_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(faults.os, "kill", lambda pid, sig: kills.append(sig))
     faults.after_roll_record()
     assert kills == []
+
+
+def _limited(example: ParsedService) -> Any:
+    """The example with spec.health.rolls maxPerHour 3 and no cooldown."""
+    rolls = example.spec.health.rolls.model_copy(update={"max_per_hour": 3, "cooldown_seconds": 0})
+    return example.spec.model_copy(update={"health": example.spec.health.model_copy(update={"rolls": rolls})})
+
+
+def _spec_change(i: int) -> dict[str, Any]:
+    return {"time": f"2027-01-15T07:{i:02d}:00Z", "pod": f"svc-{i}", "uid": f"old-{i}", "reason": "SpecChanged"}
+
+
+async def test_a_rollout_of_many_replicas_does_not_push_the_hours_health_rolls_out_of_the_limit(
+    example: ParsedService,
+) -> None:
+    """Three stalls rolled in the last hour, then a rollout of 25 replicas filled status.rolls (20 kept):
+    a fourth stall is still refused by spec.health.rolls.maxPerHour 3."""
+    stalls = ["2027-01-15T07:10:00Z", "2027-01-15T07:25:00Z", "2027-01-15T07:40:00Z"]
+    rollout = [_spec_change(i) for i in range(25)][-20:]
+    kube = FakeKube([raw("svc-0", "u0", ready=False), raw("svc-1", "u1")], rolls=rollout)
+    kube.status["healthRolls"] = stalls
+    memory = ServiceMemory(served={"u0", "u1"}, rolls=rollout)
+    spec = _limited(example)
+    stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED)
+    decision = await disrupt(site(kube, []), memory, spec, source="health", candidates=[stall])
+    assert decision.action is None
+    assert [(h.candidate.pod, h.rule) for h in decision.held] == [("svc-0", "RateLimited")]
+    assert ("delete", "svc-0", "u0") not in kube.calls
+
+
+async def test_a_health_roll_adds_its_time_to_the_limits_record_and_drops_times_an_hour_old(
+    example: ParsedService,
+) -> None:
+    kube = FakeKube([raw("svc-0", "u0", ready=False), raw("svc-1", "u1")])
+    kube.status["healthRolls"] = ["2027-01-15T06:30:00Z", "2027-01-15T07:30:00Z"]  # 90 and 30 minutes ago
+    spec = _limited(example)
+    stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED)
+    await disrupt(site(kube, []), ServiceMemory(served={"u0", "u1"}), spec, source="health", candidates=[stall])
+    assert kube.status["healthRolls"] == ["2027-01-15T07:30:00Z", "2027-01-15T08:00:00Z"]
+    assert ("delete", "svc-0", "u0") in kube.calls
+
+
+async def test_a_spec_change_leaves_the_limits_record_alone(example: ParsedService) -> None:
+    kube = FakeKube([raw("svc-0", "u0", ready=False), raw("svc-1", "u1")])
+    kube.status["healthRolls"] = ["2027-01-15T07:30:00Z"]
+    change = Candidate(pod="svc-0", uid="u0", reason=RollReason.SPEC_CHANGED)
+    await disrupt(
+        site(kube, []), ServiceMemory(served={"u0", "u1"}), example.spec, source="reconcile", candidates=[change]
+    )
+    assert kube.status["healthRolls"] == ["2027-01-15T07:30:00Z"]
+    assert kube.status["rolls"][-1]["reason"] == "SpecChanged"

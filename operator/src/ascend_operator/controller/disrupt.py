@@ -5,10 +5,11 @@ the health loop: stall, drift, age). Under the service's lock it re-lists the po
 loop's latest candidates, asks the pure decision (`ascend_operator.disruption.decide`) and executes it:
 - Drain: the drain annotation on the pod (so a restarted operator continues it), then the readiness gate
   False with reason Draining (the Service and InferencePool stop sending new requests);
-- Delete: first the roll record (time, pod, uid, reason, drain result) into status.rolls with a
-  resourceVersion precondition (409: someone wrote meanwhile; decide again next pass), then the pod with
-  a uid precondition. A crash between the two leaves a record whose pod still exists: the next call
-  completes it by uid, so the record is never lost and a successor pod (another uid) is never deleted.
+- Delete: first the roll record (time, pod, uid, reason, drain result) into status.rolls (and, for a health
+  reason, its time into status.healthRolls, the hourly limit's own record) with a resourceVersion
+  precondition (409: someone wrote meanwhile; decide again next pass), then the pod with a uid precondition.
+  A crash between the two leaves a record whose pod still exists: the next call completes it by uid, so
+  the record is never lost and a successor pod (another uid) is never deleted.
   A group's leader deleted to remove its replica (ScaleDown, TopologyChanged) is removed by shrinking the
   LeaderWorkerSet to the group's index instead (deleting the leader would make LWS recreate the group);
   the last group goes with the set.
@@ -42,9 +43,12 @@ from ascend_operator.disruption import (
     RollReason,
     decide,
 )
+from ascend_operator.disruption.decide import HOUR
 from ascend_operator.render.lws import LWS_SUFFIX
 
 KEEP_ROLLS = 20
+#: status.healthRolls' bound: spec.health.rolls.maxPerHour is at most 60.
+HEALTH_ROLLS_KEPT = 60
 log = logging.getLogger(__name__)
 
 
@@ -91,10 +95,19 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
     return states
 
 
-def health_history(rolls: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Times of the recorded rolls that spec.health.rolls limits (stall, drift, age)."""
+def health_history(status: Mapping[str, Any], rolls: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Times of the health rolls (stall, drift, age) that spec.health.rolls limits: the limit's own record
+    (status.healthRolls), plus any health roll status.rolls still shows (a record from before the field)."""
     health = {r.value for r in HEALTH_REASONS}
-    return [t for r in rolls if r.get("reason") in health and (t := epoch(r.get("time"))) is not None]
+    own = list(status.get("healthRolls") or [])
+    stamps = [*own, *(r.get("time") for r in rolls if r.get("reason") in health and r.get("time") not in own)]
+    return sorted(t for s in stamps if (t := epoch(s)) is not None)
+
+
+def kept_health_rolls(status: Mapping[str, Any], *, now: float) -> list[str]:
+    """status.healthRolls without the times an hour old (the limit counts no further back)."""
+    times = [(t, s) for s in status.get("healthRolls") or [] if (t := epoch(s)) is not None]
+    return [s for t, s in sorted(times) if now - t < HOUR][-HEALTH_ROLLS_KEPT:]
 
 
 def deferred(decision: Decision) -> list[tuple[str, str, str, str]]:
@@ -114,6 +127,14 @@ def switching(decision: Decision) -> list[tuple[str, str, str, str]]:
         return []
     first = waits[0]
     return [("Progressing", "True", "TopologySwitchWaiting", f"{first.candidate.message}; {first.message}")]
+
+
+async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candidate]) -> list[float]:
+    """The health roll times, read from the stored status only when a health candidate needs them."""
+    if not any(c.reason in HEALTH_REASONS for c in candidates):
+        return []
+    current = await site.kube.read_ais(site.namespace, site.service)
+    return health_history((current or {}).get("status") or {}, memory.rolls)
 
 
 async def _serving(site: Site) -> list[PodView]:
@@ -183,8 +204,12 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
         "drain": action.drain.value,
     }
     rolls = [*stored, record][-KEEP_ROLLS:]
+    written: dict[str, Any] = {"rolls": rolls, "lastRoll": record}
+    if action.reason in HEALTH_REASONS:
+        status = current.get("status") or {}
+        written["healthRolls"] = [*kept_health_rolls(status, now=site.clock()), record["time"]][-HEALTH_ROLLS_KEPT:]
     version = str((current.get("metadata") or {}).get("resourceVersion") or "")
-    if not await site.kube.patch_status_at(site.namespace, site.service, version, {"rolls": rolls, "lastRoll": record}):
+    if not await site.kube.patch_status_at(site.namespace, site.service, version, written):
         memory.rolls = stored  # moved on meanwhile: decide again on the next pass, from what is stored
         return
     memory.rolls = rolls
@@ -208,10 +233,11 @@ async def disrupt(
         views = await _serving(site)
         if await _complete_recorded(site, memory, views):
             return Decision(action=None)
+        candidates = [c for cands in memory.candidates.values() for c in cands]
         decision = decide(
-            candidates=[c for cands in memory.candidates.values() for c in cands],
+            candidates=candidates,
             pods=pod_states(views, memory),
-            history=health_history(memory.rolls),
+            history=await _history(site, memory, candidates),
             now=site.clock(),
             cfg=DisruptionConfig(
                 replicas=spec.replicas,

@@ -12,7 +12,7 @@ Order of business in one pass:
    - InStartupGrace (health reasons): never judge a loading engine (~292 GB of weights load for minutes);
      the grace ends early once the pod has been Ready;
    - RateLimited, Cooldown (health reasons): spec.health.rolls.maxPerHour and cooldownSeconds over the
-     recorded rolls of health reasons;
+     times of the health rolls (the limit's own record, status.healthRolls);
    - LastReadyReplica (drift, age): a slow engine serves, an absent one does not;
    - AnotherReplicaOut: the budget. Deleting a serving pod must leave at most
      spec.rollout.maxUnavailable of the desired replicas without a serving pod (missing, loading,
@@ -214,7 +214,8 @@ def decide(
 ) -> Decision:
     """One decision for this pass (see the module docstring for the rules).
 
-    `history` holds the epoch times of the recorded rolls with a health reason.
+    `history` holds the epoch times of the health rolls in the limit's own record (status.healthRolls,
+    which spec changes and scale-downs never fill).
     """
     by_uid = {p.uid: p for p in pods}
     finished = _finish_drain(pods, now=now, cfg=cfg)
