@@ -4,17 +4,24 @@ the passes, and a pod that goes mid-pass is forgotten with its canary."""
 import asyncio
 import datetime
 import json
+import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
 import pytest
 import yaml
 
+from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.engine import CanaryResult
+from ascend_operator.controller import monitor as monitor_module
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
+from ascend_operator.disruption import RollReason
+from ascend_operator.health.judge import PodHealth, Verdict
+from ascend_operator.health.machine import Action, Observations, RequestRoll, step
 from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
@@ -281,3 +288,92 @@ async def test_a_canary_is_judged_by_its_own_scrapes_only_when_it_returned_no_to
     outcome = await run_canary(mon, example.spec, pod_view(pod("a-0", "u0", "127.0.0.2")))
     assert (outcome.ok, outcome.queued, engines.scrapes) == (ok, queued, scrapes)
     assert (outcome.before is None, outcome.after is None) == (ok, ok)
+
+
+class RollKube(FakeKube):
+    """Records the roll records written and the pods deleted."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        super().__init__(pods, {})
+        self.deleted: list[str] = []
+        self.status: dict[str, Any] = {}
+
+    async def read_ais(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"metadata": {"resourceVersion": "1"}, "status": self.status}
+
+    async def patch_status_at(self, namespace: str, name: str, version: str, status: Mapping[str, Any]) -> bool:
+        self.status = {**self.status, **status}
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        self.deleted.append(name)
+        return True
+
+
+@pytest.mark.parametrize(
+    ("asks", "verdict_roll"),
+    [
+        (True, None),  # the machine asks while its verdict carries no roll: the request is what counts
+        (False, RollReason.STALLED),  # a verdict's roll the machine did not turn into an action: no deletion
+        (False, None),
+        (True, RollReason.STALLED),
+    ],
+)
+async def test_a_pod_is_rolled_exactly_when_its_machine_asks(
+    example: ParsedService, monkeypatch: pytest.MonkeyPatch, asks: bool, verdict_roll: RollReason | None
+) -> None:
+    def scripted(
+        state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec
+    ) -> tuple[PodHealth, Verdict, tuple[Action, ...]]:
+        state, verdict, actions = step(state, obs, now=now, cfg=cfg)
+        kept = tuple(a for a in actions if not isinstance(a, RequestRoll))
+        ask = (RequestRoll(reason=RollReason.STALLED, message="asked by the machine"),) if asks else ()
+        return state, replace(verdict, roll=verdict_roll), kept + ask
+
+    monkeypatch.setattr(monitor_module, "step", scripted)
+    kube = RollKube([pod("a-0", "u0", "127.0.0.2")])
+    state, memory, events = MonitorState(), ServiceMemory(), list[str]()
+    try:
+        await health_pass(
+            monitor(kube, FakeEngines(), events),
+            spec=example.spec,
+            namespace="ns",
+            service="a",
+            state=state,
+            memory=memory,
+        )
+        assert kube.deleted == (["a-0"] if asks else [])
+        assert [r["message"] for r in kube.status.get("rolls", [])] == (["asked by the machine"] if asks else [])
+    finally:
+        await state.close()
+
+
+async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
+    example: ParsedService, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Silent(FakeEngines):
+        async def get_text(self, url: str, *, timeout: float) -> str | None:
+            clock[0] += timeout  # it took the whole timeout
+            return None
+
+    clock = [100.0]
+    state, memory = MonitorState(), ServiceMemory()
+    kube = FakeKube([pod("a-0", "u0", "127.0.0.2")], {})
+    mon = Monitor(kube=kube, engines=Silent(), events=lambda t, r, m: None, mono=lambda: clock[0])  # type: ignore[arg-type]
+    caplog.set_level(logging.DEBUG, logger=monitor_module.__name__)
+    try:
+        for _ in range(2):
+            await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+        failed = [r.getMessage() for r in caplog.records if "scrape of pod a-0" in r.getMessage()]
+        timeout = example.spec.health.scrape_timeout_seconds
+        assert failed == [
+            f"scrape of pod a-0 failed after {timeout:.2f}s (timeout {timeout:.1f}s): no answer (refused, error "
+            f"status or timeout) ({n} failed scrape(s) of this pod)"
+            for n in (1, 2)
+        ]
+        assert state.scrape_failures == {"u0": 2}
+        kube.pods = []
+        await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
+        assert state.scrape_failures == {}  # a gone pod's count goes with it
+    finally:
+        await state.close()
