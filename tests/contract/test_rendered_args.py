@@ -1,9 +1,9 @@
 """Rendered `vllm serve` args parsed by a parser declared from vLLM 0.25.1's own argparse definitions.
 
-Why: the unit tier parses rendered args with a parser built from the engine contract, the renderer's own
-flag list, so it proves only that the two agree. Here the parser is declared from what tests/contract/upstream.py
-reads out of the sdist (option strings, dest, argparse form, the field's type), so a rendered flag vLLM does
-not declare, or declares with another form or type, fails here even when the contract has it wrong too.
+Why: a rendered command is only right if vLLM accepts it. tests/unit/vllm_cli.py declares its parser from
+what tests/contract/upstream.py reads out of the sdist (option strings, dest, argparse form, the field's
+type), so a rendered flag vLLM does not declare, or declares with another form or type, fails here even when
+the engine contract has it wrong too. Here: the examples' commands (every multi-node role) and any valid spec.
 """
 
 from pathlib import Path
@@ -16,43 +16,22 @@ from hypothesis import HealthCheck, assume, given, settings
 from ascend_operator.api.parse import parse_resource, parse_spec
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import flags as F
-from ascend_operator.contract.flags import Form
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.group import Role, with_role
 from ascend_operator.validation import Severity, validate_spec
-from tests.contract.upstream import serve_flags
 from tests.unit.test_args_property import specs
-from tests.unit.vllm_cli import Declaration, parse_serve
+from tests.unit.vllm_cli import parse_serve, upstream_declarations, upstream_dest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def upstream_declarations() -> list[Declaration]:
-    """One declaration per argparse dest of `vllm serve`, from the sdist (BooleanOptional `--no-x` is
-    added back by argparse itself); the value type is the field's int or float, else str."""
-    by_dest: dict[str, list[str]] = {}
-    for spelling, flag in serve_flags().items():
-        if not (flag.form == "bool" and spelling.startswith("--no-")):
-            by_dest.setdefault(flag.dest, []).append(spelling)
-    out: list[Declaration] = []
-    for dest, spellings in by_dest.items():
-        first = serve_flags()[spellings[0]]
-        parts = {p.strip() for p in first.annotation.split("|")}
-        value_type = int if "int" in parts else float if "float" in parts else str
-        longs = [s for s in spellings if s.startswith("--")]
-        out.append(Declaration((*longs, *(s for s in spellings if s not in longs)), dest, Form(first.form), value_type))
-    return out
-
-
 def _check(args: list[str]) -> None:
-    ours, ours_unknown = parse_serve(args)
-    theirs, unknown = parse_serve(args, upstream_declarations())
+    parsed, unknown = parse_serve(args)
     assert unknown == [], f"vLLM 0.25.1 declares no {unknown}"
-    assert ours_unknown == []
-    # every typed field's setting the same, by vLLM's own dest names and value types (extraArgs pass
-    # through untyped in the contract, so only their being declared is checked)
-    typed = {"model", *(f.name[2:].replace("-", "_") for f in F.TYPED)}
-    assert {k: v for k, v in vars(theirs).items() if k in typed} == {k: v for k, v in vars(ours).items() if k in typed}
+    # every typed flag the command carries is read by vLLM into the dest its contract entry names
+    rendered = {F.BY_SPELLING[a].name for a in args if a in F.BY_SPELLING}
+    for name in rendered & {f.name for f in F.TYPED}:
+        assert getattr(parsed, upstream_dest(name)) is not None, name
 
 
 def _example(name: str) -> AscendInferenceServiceSpec:

@@ -1,11 +1,10 @@
-"""A reading of `vllm serve` command lines with argparse, for tests.
+"""A reading of `vllm serve` command lines with vLLM 0.25.1's own argparse declarations, for tests.
 
-It declares the flags the way vLLM's argparse does (BooleanOptionalAction for switches, JSON for config
-flags, `--flag=value` and `--flag value` both accepted) so that rendered args are checked by parsing them,
-not by comparing them with the renderer's own strings. The unit tier declares the flags from the engine
-contract (`contract_declarations`), which is the renderer's own source of flags: there it proves the
-renderer and its contract agree. The contract tier declares them from vLLM 0.25.1's sources instead
-(tests/contract/test_rendered_args.py), which is what proves a rendered command is one vLLM accepts.
+The parser is declared from what tests/contract/upstream.py reads out of the vllm sdist (every option
+string, its dest, its argparse form: BooleanOptionalAction, store_true, JSON, one value or an optional value,
+and the field's int or float type), never from the engine contract the renderer uses: a rendered flag
+vLLM does not declare shows up as unknown, and one it declares with another form or type fails to parse,
+even when the contract has it wrong too. `--flag=value` and `--flag value` both parse, as in vLLM.
 """
 
 import argparse
@@ -13,11 +12,12 @@ import json
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ascend_operator.contract import flags as F
 from ascend_operator.contract.flags import Form
+from tests.contract.upstream import serve_flags
 
 
 @dataclass(frozen=True)
@@ -30,21 +30,36 @@ class Declaration:
     value_type: type = str
 
 
-def contract_declarations() -> list[Declaration]:
-    """Every `vllm serve` option as the engine contract declares it."""
-    out = [
-        Declaration((f.name, *f.aliases), f.name[2:].replace("-", "_"), f.form, f.value_type) for f in F.ALL.values()
-    ]
-    shorthands = [s for f in F.TYPED for s in f.shorthands]
-    return out + [Declaration((s,), s[2:].replace("-", "_"), Form.VALUE) for s in shorthands]
+@cache
+def upstream_declarations() -> tuple[Declaration, ...]:
+    """One declaration per argparse dest of vLLM 0.25.1's `vllm serve`, from the sdist (BooleanOptional
+    `--no-x` is added back by argparse itself); the value type is the field's int or float, else str."""
+    flags = serve_flags()
+    by_dest: dict[str, list[str]] = {}
+    for spelling, flag in flags.items():
+        if not (flag.form == "bool" and spelling.startswith("--no-")):
+            by_dest.setdefault(flag.dest, []).append(spelling)
+    out: list[Declaration] = []
+    for dest, spellings in by_dest.items():
+        first = flags[spellings[0]]
+        parts = {p.strip() for p in first.annotation.split("|")}
+        value_type = int if "int" in parts else float if "float" in parts else str
+        longs = [s for s in spellings if s.startswith("--")]
+        out.append(Declaration((*longs, *(s for s in spellings if s not in longs)), dest, Form(first.form), value_type))
+    return tuple(out)
+
+
+def upstream_dest(option: str) -> str:
+    """The argparse dest vLLM 0.25.1 gives an option string (`--max-model-len` -> max_model_len)."""
+    return serve_flags()[option].dest
 
 
 def serve_parser(declarations: Iterable[Declaration] | None = None) -> argparse.ArgumentParser:
-    """A `vllm serve` parser over `declarations` (default: the engine contract's): a rendered flag the
+    """A `vllm serve` parser over `declarations` (default: vLLM 0.25.1's): a rendered flag the
     declarations do not hold shows up as unknown."""
     p = argparse.ArgumentParser(prog="vllm serve", exit_on_error=False)
     p.add_argument("model")
-    for decl in contract_declarations() if declarations is None else declarations:
+    for decl in upstream_declarations() if declarations is None else declarations:
         names, dest = decl.spellings, decl.dest
         if decl.form is Form.BOOL:
             p.add_argument(*names, dest=dest, action=argparse.BooleanOptionalAction, default=None)
