@@ -3,7 +3,8 @@
 Why: a flag's spellings decide what `spec.engine.extraArgs` may not repeat (`-sc` is `--speculative-config`,
 `--no-x` is `--x`, `--speculative-config.method` and `--speculative_config` are the same option after vLLM's
 FlexibleArgumentParser rewrites them), how a switch is turned off (`--no-async-scheduling`), and how the
-simulator and the tests parse a rendered command line. Adding a typed flag is one entry in `TYPED`.
+simulator and the tests parse a rendered command line. Adding a typed flag is one entry in `TYPED` naming
+the spec `field` it carries, plus that field in the api model: render/args.py derives the argument from the entry.
 Paths below are in the vllm 0.25.1 sdist; each flag is checked against it by tests/contract/.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ascend_operator.contract import serve_flags
+from ascend_operator.contract import additional_config, serve_flags
 
 
 class Form(StrEnum):
@@ -48,6 +49,24 @@ class Flag:
     shorthands: tuple[str, ...] = ()
     """Other options that write keys of this JSON flag's object (`--spec-tokens` sets
     speculative_config.num_speculative_tokens): repeating them is repeating this flag."""
+    field: str | None = None
+    """The spec field this flag carries, as the api models' attribute path (`engine.port`). render/args.py
+    renders every TYPED flag that has a field (or a `fixed` value) from the attributes below alone, in TYPED
+    order; None for the flags a multi-node group sets per node (render/group.py)."""
+    fixed: str | None = None
+    """A value the operator always gives, not a spec field (the listen address)."""
+    positional: bool = False
+    """Rendered as the argument right after `serve` (vLLM's positional model tag) instead of the option."""
+    says_false: bool = False
+    """BOOL: a false field renders `--no-x`; otherwise false leaves the flag out (the flag is off by default)."""
+    negated: bool = False
+    """BOOL: the field is the flag's opposite (`hybridKvCacheManager: true` renders
+    `--no-disable-hybrid-kv-cache-manager`)."""
+    merged: str | None = None
+    """JSON: a key of the field's object whose mapping is merged into the object as given (passthrough)."""
+    switched: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """JSON: (path of a bool field, keys): when that field is true, these keys are set true in the object
+    (the long-context switch turns on two additional-config keys)."""
 
     @property
     def negation(self) -> str | None:
@@ -80,44 +99,69 @@ class Flag:
         return [self.name, json.dumps(obj, separators=(",", ":"))]
 
 
-def _f(name: str, form: Form, source: str, *aliases: str, value_type: type = str) -> Flag:
-    return Flag(name=name, form=form, source=source, aliases=aliases, value_type=value_type)
+def _f(name: str, form: Form, source: str, *aliases: str, value_type: type = str, **rendering: Any) -> Flag:
+    return Flag(name=name, form=form, source=source, aliases=aliases, value_type=value_type, **rendering)
+
+
+#: `--host`: the engine listens on every interface of its pod (the Service and the probes reach it there).
+LISTEN_HOST = "0.0.0.0"
+_LONG_CONTEXT = (("engine.long_context.enabled", tuple(key.name for key in additional_config.LONG_CONTEXT)),)
 
 
 _ARGS = "vllm/engine/arg_utils.py"
 _CLI = "vllm/entrypoints/openai/cli_args.py"
 
 # fmt: off
-MODEL = _f("--model", Form.VALUE, f"{_ARGS}:800")
-HOST = _f("--host", Form.VALUE, f"{_CLI}:227")
-PORT = _f("--port", Form.VALUE, f"{_CLI}:229", value_type=int)
-SERVED_MODEL_NAME = _f("--served-model-name", Form.VALUE, f"{_ARGS}:852")
-MAX_MODEL_LEN = _f("--max-model-len", Form.VALUE, f"{_ARGS}:822", value_type=int)
-MAX_NUM_BATCHED_TOKENS = _f("--max-num-batched-tokens", Form.VALUE, f"{_ARGS}:1409", value_type=int)
-GPU_MEMORY_UTILIZATION = _f("--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1156", value_type=float)
-MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1416", value_type=int)
-DATA_PARALLEL_SIZE = _f("--data-parallel-size", Form.VALUE, f"{_ARGS}:1032", "-dp", value_type=int)
-TENSOR_PARALLEL_SIZE = _f("--tensor-parallel-size", Form.VALUE, f"{_ARGS}:1007", "-tp", value_type=int)
-ENABLE_EXPERT_PARALLEL = _f("--enable-expert-parallel", Form.BOOL, f"{_ARGS}:1094", "-ep")
-TOKENIZER_MODE = _f("--tokenizer-mode", Form.VALUE, f"{_ARGS}:804")
-TOOL_CALL_PARSER = _f("--tool-call-parser", Form.VALUE, f"{_CLI}:111")
-ENABLE_AUTO_TOOL_CHOICE = _f("--enable-auto-tool-choice", Form.BOOL, f"{_CLI}:105")
-REASONING_PARSER = _f("--reasoning-parser", Form.VALUE, f"{_ARGS}:949")
-DISABLE_HYBRID_KV_CACHE_MANAGER = _f("--disable-hybrid-kv-cache-manager", Form.BOOL, f"{_ARGS}:1461")
-ENABLE_PROMPT_TOKENS_DETAILS = _f("--enable-prompt-tokens-details", Form.BOOL, f"{_CLI}:132")
-MODEL_LOADER_EXTRA_CONFIG = _f("--model-loader-extra-config", Form.JSON, f"{_ARGS}:908")
-QUANTIZATION = _f("--quantization", Form.VALUE, f"{_ARGS}:823", "-q")
-BLOCK_SIZE = _f("--block-size", Form.VALUE, f"{_ARGS}:1154", value_type=int)
+MODEL = _f("--model", Form.VALUE, f"{_ARGS}:800", field="model.path", positional=True)
+HOST = _f("--host", Form.VALUE, f"{_CLI}:227", fixed=LISTEN_HOST)
+PORT = _f("--port", Form.VALUE, f"{_CLI}:229", value_type=int, field="engine.port")
+SERVED_MODEL_NAME = _f("--served-model-name", Form.VALUE, f"{_ARGS}:852", field="model.served_name")
+MAX_MODEL_LEN = _f("--max-model-len", Form.VALUE, f"{_ARGS}:822", value_type=int, field="engine.max_model_len")
+MAX_NUM_BATCHED_TOKENS = _f(
+    "--max-num-batched-tokens", Form.VALUE, f"{_ARGS}:1409", value_type=int, field="engine.max_num_batched_tokens"
+)
+GPU_MEMORY_UTILIZATION = _f(
+    "--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1156", value_type=float, field="engine.gpu_memory_utilization"
+)
+MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1416", value_type=int, field="engine.max_num_seqs")
+DATA_PARALLEL_SIZE = _f(
+    "--data-parallel-size", Form.VALUE, f"{_ARGS}:1032", "-dp", value_type=int, field="parallelism.data"
+)
+TENSOR_PARALLEL_SIZE = _f(
+    "--tensor-parallel-size", Form.VALUE, f"{_ARGS}:1007", "-tp", value_type=int, field="parallelism.tensor"
+)
+ENABLE_EXPERT_PARALLEL = _f("--enable-expert-parallel", Form.BOOL, f"{_ARGS}:1094", "-ep", field="parallelism.expert")
+TOKENIZER_MODE = _f("--tokenizer-mode", Form.VALUE, f"{_ARGS}:804", field="engine.tokenizer_mode")
+TOOL_CALL_PARSER = _f("--tool-call-parser", Form.VALUE, f"{_CLI}:111", field="engine.tool_call_parser")
+ENABLE_AUTO_TOOL_CHOICE = _f(
+    "--enable-auto-tool-choice", Form.BOOL, f"{_CLI}:105", field="engine.enable_auto_tool_choice"
+)
+REASONING_PARSER = _f("--reasoning-parser", Form.VALUE, f"{_ARGS}:949", field="engine.reasoning_parser")
+DISABLE_HYBRID_KV_CACHE_MANAGER = _f(
+    "--disable-hybrid-kv-cache-manager", Form.BOOL, f"{_ARGS}:1461",
+    field="engine.hybrid_kv_cache_manager", negated=True, says_false=True,
+)
+ENABLE_PROMPT_TOKENS_DETAILS = _f(
+    "--enable-prompt-tokens-details", Form.BOOL, f"{_CLI}:132", field="engine.enable_prompt_tokens_details"
+)
+MODEL_LOADER_EXTRA_CONFIG = _f("--model-loader-extra-config", Form.JSON, f"{_ARGS}:908", field="engine.model_loader")
+QUANTIZATION = _f("--quantization", Form.VALUE, f"{_ARGS}:823", "-q", field="model.quantization")
+BLOCK_SIZE = _f("--block-size", Form.VALUE, f"{_ARGS}:1154", value_type=int, field="engine.block_size")
 # --spec-method/--spec-model/--spec-tokens write keys of the same object (arg_utils.py:1517-1521, 1724-1737).
 SPECULATIVE_CONFIG = Flag(
     name="--speculative-config", form=Form.JSON, source=f"{_ARGS}:1514", aliases=("-sc",),
-    shorthands=("--spec-method", "--spec-model", "--spec-tokens"),
+    shorthands=("--spec-method", "--spec-model", "--spec-tokens"), field="engine.speculative",
 )
-COMPILATION_CONFIG = _f("--compilation-config", Form.JSON, f"{_ARGS}:1534", "-cc")
-ADDITIONAL_CONFIG = _f("--additional-config", Form.JSON, f"{_ARGS}:1542")
+COMPILATION_CONFIG = _f("--compilation-config", Form.JSON, f"{_ARGS}:1534", "-cc", field="engine.compilation")
+ADDITIONAL_CONFIG = _f(
+    "--additional-config", Form.JSON, f"{_ARGS}:1542",
+    field="engine.additional_config", merged="extra", switched=_LONG_CONTEXT,
+)
 # SchedulerConfig.async_scheduling is `bool | None = None` (vllm/config/scheduler.py:158) and None resolves
 # to True when the executor supports it (vllm/config/vllm.py:992-1040): off has to be said, `--no-...`.
-ASYNC_SCHEDULING = _f("--async-scheduling", Form.BOOL, f"{_ARGS}:1465")
+ASYNC_SCHEDULING = _f(
+    "--async-scheduling", Form.BOOL, f"{_ARGS}:1465", field="engine.async_scheduling", says_false=True
+)
 # Multi-node groups (render/group.py; vllm-ascend docs DeepSeek-R1.md multi-node DP): every node's engine
 # is told its local DP size and the head's address and RPC port; workers also their start rank and --headless.
 DATA_PARALLEL_START_RANK = _f("--data-parallel-start-rank", Form.VALUE, f"{_ARGS}:1044", "-dpr", value_type=int)
