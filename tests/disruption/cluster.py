@@ -51,6 +51,7 @@ class Cluster:
             index = pod["metadata"]["labels"].get(GROUP_INDEX)
             if index is not None and int(index) >= spec["replicas"]:
                 pod["metadata"]["deletionTimestamp"] = T0
+        self._roll_one(spec, size)
         for group in range(spec["replicas"]):
             for worker in range(size):
                 pod_name = f"{name}-{group}" + (f"-{worker}" if worker else "")
@@ -61,6 +62,33 @@ class Cluster:
                 labels = {**template["metadata"]["labels"], GROUP_INDEX: str(group), WORKER_INDEX: str(worker)}
                 meta = {"name": pod_name, "labels": labels, "annotations": dict(template["metadata"]["annotations"])}
                 self._add({"metadata": meta, "spec": template["spec"]})
+
+    def _roll_one(self, spec: Mapping[str, Any], size: int) -> None:
+        """LWS's rolling update, one group at a time: when every group is whole and Ready, the highest group
+        whose leader runs another template goes (and is made again from the current one)."""
+        digest = spec["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["annotations"]
+        leaders = {
+            int(p["metadata"]["labels"][GROUP_INDEX]): p
+            for p in self.pods.values()
+            if p["metadata"]["labels"].get(WORKER_INDEX) == "0"
+        }
+        whole = len(leaders) == spec["replicas"] and all(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"]["conditions"])
+            for p in leaders.values()
+        )
+        if size * len(leaders) != len(self.pods) or not whole:
+            return
+        stale = [
+            i for i, p in leaders.items() if all(p["metadata"]["annotations"].get(k) != v for k, v in digest.items())
+        ]
+        if stale:
+            self.recreate(max(stale))
+
+    def recreate(self, group: int) -> None:
+        """Delete every pod of a group, as LWS does on a member's restart (RecreateGroupOnPodRestart)."""
+        for pod in self.pods.values():
+            if pod["metadata"]["labels"].get(GROUP_INDEX) == str(group):
+                pod["metadata"]["deletionTimestamp"] = T0
 
     def _group_ready(self, pod: Mapping[str, Any], loading: set[str]) -> bool:
         index = pod["metadata"]["labels"][GROUP_INDEX]
@@ -159,7 +187,7 @@ class Cluster:
     async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         assert self.lws is not None
         self.lws["metadata"].setdefault("annotations", {}).update((patch.get("metadata") or {}).get("annotations", {}))
-        self.lws["spec"].update(copy.deepcopy(dict(patch["spec"])))
+        self.lws["spec"].update(copy.deepcopy(dict(patch.get("spec") or {})))
 
     async def delete_lws(self, namespace: str, name: str) -> bool:
         if self.lws is None:

@@ -13,8 +13,10 @@ from typing import Any
 import yaml
 
 from ascend_operator.controller.clock import iso
+from ascend_operator.controller.groups import recreated_groups
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.views import pod_view
 from tests.disruption.cluster import Cluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dsr1-2node.yaml"
@@ -157,3 +159,58 @@ async def test_four_single_node_replicas_become_two_groups_with_one_replica_out_
     assert cluster.leaders() == ["dsr1-group-0", "dsr1-group-1"]
     assert cluster.serving() == 2
     assert run.lowest >= 1
+
+
+async def test_a_group_lws_recreated_on_its_own_is_recorded_once_also_after_an_operator_restart() -> None:
+    cluster = Cluster(nodes=4, body=service(replicas=2, nodes=2))
+    run = Run(cluster, service(replicas=2, nodes=2))
+    await run.settle()
+    cluster.recreate(1)  # a worker of group 1 restarted: LWS recreates the whole group
+    await run.passes(4)
+    assert rolls(cluster) == [("dsr1-group-1", "GroupRecreated", "NotDrained")]
+    record = cluster.ais["status"]["rolls"][0]
+    assert record["message"].startswith("observed: LeaderWorkerSet recreated group 1")
+    assert "GroupRecreated" in run.events
+    restarted = Run(cluster, run.body)  # a new operator process: its memory is seeded from the status
+    restarted.memory.rolls = list(cluster.ais["status"]["rolls"])
+    restarted.clock = run.clock
+    await restarted.passes(3)
+    assert rolls(cluster) == [("dsr1-group-1", "GroupRecreated", "NotDrained")]
+
+
+async def test_lws_rolling_update_shows_each_replaced_group_as_an_observed_spec_change() -> None:
+    cluster = Cluster(nodes=4, body=service(replicas=2, nodes=2))
+    run = Run(cluster, service(replicas=2, nodes=2))
+    await run.settle()
+    changed = service(replicas=2, nodes=2)
+    changed["spec"]["engine"]["maxNumSeqs"] = 8
+    run.switch(changed)
+    await run.passes(12)
+    assert rolls(cluster) == [
+        ("dsr1-group-1", "SpecChanged", "NotDrained"),
+        ("dsr1-group-0", "SpecChanged", "NotDrained"),
+    ]
+    assert all(
+        r["message"].startswith("observed: LeaderWorkerSet's rolling update") for r in cluster.ais["status"]["rolls"]
+    )
+    assert run.lowest >= 1
+
+
+def test_a_group_the_operator_rolled_itself_is_not_recorded_again_as_observed() -> None:
+    leader = pod_view(
+        {
+            "metadata": {
+                "name": "dsr1-group-0",
+                "uid": "new",
+                "labels": {
+                    "leaderworkerset.sigs.k8s.io/group-index": "0",
+                    "leaderworkerset.sigs.k8s.io/worker-index": "0",
+                },
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    seen = {"0": ["old", ""]}
+    assert recreated_groups(seen=seen, pods=[leader], recorded={"old"}) == []  # its Stalled record names "old"
+    (found,) = recreated_groups(seen=seen, pods=[leader], recorded=set())
+    assert (found.pod, found.uid, found.reason) == ("dsr1-group-0", "old", "GroupRecreated")

@@ -28,6 +28,7 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller import faults
 from ascend_operator.controller.clock import epoch, iso
+from ascend_operator.controller.groups import leaders_seen, recreated_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import record_refusal, record_roll
 from ascend_operator.controller.views import PodView, pod_view
@@ -39,12 +40,13 @@ from ascend_operator.disruption import (
     Delete,
     DisruptionConfig,
     Drain,
+    DrainResult,
     PodState,
     RollReason,
     decide,
 )
 from ascend_operator.disruption.decide import HOUR
-from ascend_operator.render.lws import LWS_SUFFIX
+from ascend_operator.render.lws import ANNOTATION_LEADERS, LWS_SUFFIX
 
 KEEP_ROLLS = 20
 #: status.healthRolls' bound: spec.health.rolls.maxPerHour is at most 60.
@@ -190,29 +192,44 @@ async def _drain(site: Site, action: Drain) -> None:
     site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
 
 
-async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequence[PodView]) -> None:
+def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str, drain: DrainResult) -> dict[str, Any]:
+    return {
+        "time": iso(site.clock()),
+        "pod": pod,
+        "uid": uid,
+        "reason": reason.value,
+        "message": message[:1000],
+        "drain": drain.value,
+    }
+
+
+async def _append(site: Site, memory: ServiceMemory, records: Sequence[dict[str, Any]], *, health: bool) -> bool:
+    """Append roll records to status.rolls (and, for a health roll, its time to status.healthRolls) under a
+    resourceVersion precondition; False when the object moved on meanwhile (nothing written)."""
     current = await site.kube.read_ais(site.namespace, site.service)
     if current is None:
-        return
-    stored = list((current.get("status") or {}).get("rolls") or [])
-    record = {
-        "time": iso(site.clock()),
-        "pod": action.pod,
-        "uid": action.uid,
-        "reason": action.reason.value,
-        "message": action.message[:1000],
-        "drain": action.drain.value,
-    }
-    rolls = [*stored, record][-KEEP_ROLLS:]
-    written: dict[str, Any] = {"rolls": rolls, "lastRoll": record}
-    if action.reason in HEALTH_REASONS:
-        status = current.get("status") or {}
-        written["healthRolls"] = [*kept_health_rolls(status, now=site.clock()), record["time"]][-HEALTH_ROLLS_KEPT:]
+        return False
+    status = current.get("status") or {}
+    stored = list(status.get("rolls") or [])
+    rolls = [*stored, *records][-KEEP_ROLLS:]
+    written: dict[str, Any] = {"rolls": rolls, "lastRoll": records[-1]}
+    if health:
+        times = [*kept_health_rolls(status, now=site.clock()), *(r["time"] for r in records)]
+        written["healthRolls"] = times[-HEALTH_ROLLS_KEPT:]
     version = str((current.get("metadata") or {}).get("resourceVersion") or "")
     if not await site.kube.patch_status_at(site.namespace, site.service, version, written):
         memory.rolls = stored  # moved on meanwhile: decide again on the next pass, from what is stored
-        return
+        return False
     memory.rolls = rolls
+    return True
+
+
+async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequence[PodView]) -> None:
+    record = _record(
+        site, pod=action.pod, uid=action.uid, reason=action.reason, message=action.message, drain=action.drain
+    )
+    if not await _append(site, memory, [record], health=action.reason in HEALTH_REASONS):
+        return
     faults.after_roll_record()
     pod = next((p for p in views if p.uid == action.uid), None)
     if not await _remove(site, pod, name=action.pod, uid=action.uid, reason=action.reason):
@@ -222,6 +239,38 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
         site.events("Warning", "Rolled", f"recreating pod {action.pod}, reason {action.reason.value}: {action.message}")
     else:
         site.events("Normal", action.reason.value, f"deleted pod {action.pod}: {action.reason.value} ({action.drain})")
+
+
+async def observe_groups(site: Site, memory: ServiceMemory, lws: Mapping[str, Any], pods: Sequence[PodView]) -> None:
+    """Record the groups LeaderWorkerSet recreated on its own in status.rolls, then keep the leaders seen in
+    the set's annotation (it survives an operator restart; controller/groups.py compares the two)."""
+    annotations = (lws.get("metadata") or {}).get("annotations") or {}
+    try:
+        seen = json.loads(annotations.get(ANNOTATION_LEADERS) or "{}")
+    except ValueError:
+        seen = {}
+    seen = {
+        str(k): v
+        for k, v in (seen.items() if isinstance(seen, dict) else ())
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v)
+    }
+    async with memory.lock:
+        recorded = {str(r.get("uid") or "") for r in memory.rolls}
+        found = recreated_groups(seen=seen, pods=pods, recorded=recorded)
+        records = [
+            _record(site, pod=g.pod, uid=g.uid, reason=g.reason, message=g.message, drain=DrainResult.NOT_DRAINED)
+            for g in found
+        ]
+        if records and not await _append(site, memory, records, health=False):
+            return  # the next pass sees the same groups again
+    for group in found:
+        record_roll(site.namespace, site.service, group.reason)
+        site.events("Warning", group.reason.value, f"{group.message}: its leader is now {group.pod}")
+    size = (lws.get("spec") or {}).get("replicas")
+    now = leaders_seen(pods, before=seen, size=size if isinstance(size, int) else 0)
+    if now != seen:
+        patch = {"metadata": {"annotations": {ANNOTATION_LEADERS: json.dumps(now, sort_keys=True)}}}
+        await site.kube.patch_lws(site.namespace, f"{site.service}{LWS_SUFFIX}", patch)
 
 
 async def disrupt(

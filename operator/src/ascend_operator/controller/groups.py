@@ -115,3 +115,47 @@ def plan_pods_beside_groups(*, replicas: int, pods: Sequence[PodView]) -> PodPla
         else [Candidate(pod=top.name, uid=top.uid, reason=RollReason.TOPOLOGY_CHANGED, message=message)]
     )
     return PodPlan(replicas=room, candidates=candidates, remove_set=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recreated:
+    """A group LWS recreated on its own, as the operator observed it: the leader it had and why it went."""
+
+    pod: str
+    uid: str
+    """The uid of the leader that went (the record's, so the same recreation is never recorded twice)."""
+    reason: RollReason
+    message: str
+
+
+def leaders_seen(pods: Sequence[PodView], *, before: Mapping[str, Sequence[str]], size: int) -> dict[str, list[str]]:
+    """Group index -> [leader uid, its spec hash], what the set's annotation keeps: the live leaders, and for
+    a group being recreated (no live leader yet) the one seen before; groups at or above the set's size
+    (removed) are forgotten, so a group made again later is not taken for a recreation."""
+    kept = {i: list(v) for i, v in before.items() if i.isdigit() and int(i) < size and len(v) >= 1}
+    live = {str(i): [p.uid, p.spec_hash or ""] for i, p in _live_leaders(pods).items()}
+    merged = {**kept, **live}
+    return {i: merged[i] for i in sorted(merged, key=int)}
+
+
+def recreated_groups(
+    *, seen: Mapping[str, Sequence[str]], pods: Sequence[PodView], recorded: set[str]
+) -> list[Recreated]:
+    """Groups whose leader is another pod than the one seen last, without a roll recorded for the one seen
+    (the operator's own rolls record the leader before deleting it): LeaderWorkerSet recreated them itself,
+    after a member restarted or was evicted (GroupRecreated), or in its rolling update (SpecChanged: the new
+    leader runs another template). A group with no live leader yet is looked at once it has one."""
+    out = []
+    for index, leader in sorted(_live_leaders(pods).items()):
+        before = seen.get(str(index))
+        if not before or before[0] == leader.uid or before[0] in recorded:
+            continue
+        old_hash = before[1] if len(before) > 1 else ""
+        if old_hash and leader.spec_hash and old_hash != leader.spec_hash:
+            reason = RollReason.SPEC_CHANGED
+            why = f"observed: LeaderWorkerSet's rolling update replaced group {index} (spec {leader.spec_hash})"
+        else:
+            reason = RollReason.GROUP_RECREATED
+            why = f"observed: LeaderWorkerSet recreated group {index} (a member restarted, failed or was evicted)"
+        out.append(Recreated(pod=leader.name, uid=before[0], reason=reason, message=why))
+    return out

@@ -27,7 +27,7 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import ApiRefused, KubeApi
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.causes import may_fail_mount, mount_failures
-from ascend_operator.controller.disrupt import Site, disrupt
+from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
@@ -237,6 +237,9 @@ async def _apply_group(
     )
     desired["spec"]["replicas"] = plan.lws_replicas
     acted = False
+    site = _site(ctx, owner)
+    if current is not None:
+        await observe_groups(site, memory, current, pods)
     if current is None:
         if await ctx.kube.create_lws(desired):
             ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
@@ -250,7 +253,7 @@ async def _apply_group(
                 "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
             )
             acted = True
-    decision = await disrupt(_site(ctx, owner), memory, parsed.spec, source="reconcile", candidates=plan.candidates)
+    decision = await disrupt(site, memory, parsed.spec, source="reconcile", candidates=plan.candidates)
     return acted or decision.action is not None
 
 

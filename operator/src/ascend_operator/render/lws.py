@@ -35,6 +35,9 @@ LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LABEL_ROLE = f"{GROUP}/role"
 LWS_SUFFIX = "-group"
+#: On the set: the leader (uid, spec hash) the operator last saw per group, so a group LWS recreated on its
+#: own is recorded in status.rolls, also across an operator restart (controller/disrupt.py observe_groups).
+ANNOTATION_LEADERS = f"{GROUP}/leaders"
 
 
 def lws_name(owner: Owner) -> str:
