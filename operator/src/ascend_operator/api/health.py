@@ -2,6 +2,8 @@
 
 Defaults come from the seed (FACTS.md) and are justified next to each field; tests shorten them. The
 machinery itself is in `ascend_operator.health` (pure policies) and `ascend_operator.clients.engine` (I/O).
+One rule lives here, `HealthSpec.in_startup_grace`: both the health loop and the disruption decision read
+it, and this is the layer both may import.
 """
 
 from pydantic import Field
@@ -115,3 +117,12 @@ class HealthSpec(ApiModel):
     drift: DriftSpec = Field(default_factory=DriftSpec, description="Drift detection.")
     rolls: RollSpec = Field(default_factory=RollSpec, description="Roll limits.")
     recycle: RecycleSpec = Field(default_factory=RecycleSpec, description="Scheduled recycling.")
+
+    def in_startup_grace(self, started_at: float | None, *, served: bool, now: float) -> bool:
+        """The one startup-grace rule: never Ready and started less than `startupGraceSeconds` ago (a pod
+        without a start time has not started: inside). The health loop reports such an engine as loading
+        and the disruption decision refuses to roll it (InStartupGrace); both ask here, so they agree on
+        when loading ends. Here, on the model both layers read, because disruption/ may not import health/.
+        Times are epoch seconds."""
+        loading = started_at is None or now - started_at < self.startup_grace_seconds
+        return loading and not served

@@ -37,7 +37,6 @@ from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.drift import dump_baseline, load_baseline
-from ascend_operator.health.grace import in_startup_grace
 from ascend_operator.health.group import observe
 from ascend_operator.health.judge import FAULTS, CanaryOutcome, PodHealth, Verdict
 from ascend_operator.health.machine import (
@@ -333,8 +332,8 @@ def _share(
 
 
 def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:
-    """The engine is still loading its weights (the one startup-grace rule, health/grace.py)."""
-    return in_startup_grace(epoch(pod.started_at), served=state.pods[pod.uid].served, now=now, cfg=spec.health)
+    """The engine is still loading its weights (the one startup-grace rule, api/health.py)."""
+    return spec.health.in_startup_grace(epoch(pod.started_at), served=state.pods[pod.uid].served, now=now)
 
 
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, tuple[str, str]]:
