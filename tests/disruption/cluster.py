@@ -3,7 +3,8 @@ per replica: the API calls the pass makes, plus the three controllers it relies 
 
 - LeaderWorkerSet: group i of `spec.replicas` gets its leader `<set>-<i>` and workers `<set>-<i>-<j>` from
   the templates; groups at or above `replicas` go (LWS removes groups from the top);
-- the scheduler: a pending pod takes a free node (one pod per node: each holds a whole node's NPUs);
+- the scheduler: a pending pod takes a free node (one pod per node: each holds a whole node's NPUs), or
+  is Unschedulable for lack of NPUs;
 - the kubelet: a pod placed in one step has loaded by the next; a single-node pod is Ready once loaded, a
   leader once its whole group is, and no pod is Ready while it drains; a terminating pod is gone a step later.
 """
@@ -111,6 +112,10 @@ class Cluster:
                 pod["spec"] = {**pod["spec"], "nodeName": self.free.pop(0)}
                 pod["status"] = {"phase": "Running", "podIP": "10.0.0.1", "startTime": T0, "conditions": []}
                 loading.add(pod["metadata"]["name"])
+            elif not pod["spec"].get("nodeName"):
+                unschedulable = "0/9 nodes are available: 9 Insufficient huawei.com/Ascend910."
+                scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                pod["status"]["conditions"] = [{**scheduled, "message": unschedulable}]
         for name, pod in self.pods.items():
             labels = pod["metadata"]["labels"]
             started = bool(pod["spec"].get("nodeName")) and name not in loading

@@ -10,6 +10,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ascend_operator.controller.clock import iso
@@ -214,3 +215,19 @@ def test_a_group_the_operator_rolled_itself_is_not_recorded_again_as_observed() 
     assert recreated_groups(seen=seen, pods=[leader], recorded={"old"}) == []  # its Stalled record names "old"
     (found,) = recreated_groups(seen=seen, pods=[leader], recorded=set())
     assert (found.pod, found.uid, found.reason) == ("dsr1-group-0", "old", "GroupRecreated")
+
+
+@pytest.mark.parametrize(("nodes_before", "nodes_after"), [(1, 2), (2, 1)])
+async def test_with_free_npus_the_other_shape_serves_before_the_old_one_goes(
+    nodes_before: int, nodes_after: int
+) -> None:
+    """One replica and a spare node: maxUnavailable 1 would allow taking the only replica out, but the new
+    shape starts on the free NPUs and the old one is drained only once it serves."""
+    cluster = Cluster(nodes=3, body=service(replicas=1, nodes=nodes_before))
+    run = Run(cluster, service(replicas=1, nodes=nodes_before))
+    await run.settle()
+    run.switch(service(replicas=1, nodes=nodes_after))
+    await run.passes(12)
+    assert run.lowest >= 1
+    assert cluster.serving() == 1
+    assert (cluster.plain(), cluster.leaders()) == ((["dsr1-0"], []) if nodes_after == 1 else ([], ["dsr1-group-0"]))

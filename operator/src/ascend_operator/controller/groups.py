@@ -60,13 +60,25 @@ def _excess_leader(leaders: Mapping[int, PodView], keep: int) -> PodView | None:
     return leaders[max(above)] if above else None
 
 
+def _arriving(members: Sequence[PodView], *, expected: int) -> bool:
+    """A replica of the new shape is on its way: its pods are still to be made, or they load on NPUs they
+    got. Not when it serves already, nor when the scheduler found no NPUs for it (room must be made)."""
+    live = [p for p in members if not p.terminating]
+    if any(p.lacks_npus for p in live):
+        return False
+    serving = [p for p in live if p.worker_index in (None, 0) and p.ready]
+    return not serving or len(live) < expected
+
+
 def plan_groups(*, replicas: int, nodes: int, npus: int, pods: Sequence[PodView], current: int | None) -> GroupPlan:
     """The LeaderWorkerSet's size and the deletion candidates of a multi-node spec.
 
     Single-node pods left by a switch from one node hold the NPUs the groups need: each is a
     TopologyChanged candidate, so the budget drains and deletes them one decision at a time, and the set
     grows to the replicas the remaining pods leave room for (at least one group, which starts at once on
-    NPUs that are free). A set larger than spec.replicas keeps its groups until the decision removed
+    NPUs that are free). While a group is on its way on NPUs it got, no single-node pod is nominated: the
+    old shape serves until the new one does, and only a group the scheduler finds no NPUs for makes a
+    single-node pod go. A set larger than spec.replicas keeps its groups until the decision removed
     the top one (drained through its leader, then the set shrinks), so a scale-down drains too.
     """
     plain = [p for p in pods if p.worker_index is None and not p.terminating]
@@ -78,7 +90,16 @@ def plan_groups(*, replicas: int, nodes: int, npus: int, pods: Sequence[PodView]
         f"the service now spans {nodes} nodes per replica: each group needs {nodes} nodes with {npus} free NPUs, "
         "which single-node pods hold"
     )
-    candidates = [Candidate(pod=p.name, uid=p.uid, reason=RollReason.TOPOLOGY_CHANGED, message=message) for p in plain]
+    # a group that loads on free NPUs serves sooner than one that waits for a drained pod's: wait for it
+    grouped = [p for p in pods if p.worker_index is not None]
+    arriving = current is None or any(
+        _arriving([p for p in grouped if p.replica == i], expected=nodes) for i in range(size)
+    )
+    candidates = [
+        Candidate(pod=p.name, uid=p.uid, reason=RollReason.TOPOLOGY_CHANGED, message=message)
+        for p in plain
+        if not arriving
+    ]
     if top is not None and size > want:
         why = f"{size} groups for {replicas} replicas: the top group goes"
         candidates.append(Candidate(pod=top.name, uid=top.uid, reason=RollReason.SCALE_DOWN, message=why))
@@ -108,6 +129,11 @@ def plan_pods_beside_groups(*, replicas: int, pods: Sequence[PodView]) -> PodPla
         return PodPlan(replicas=min(replicas, 1), candidates=[], remove_set=True)
     room = min(replicas, max(1, replicas - len(live_groups))) if replicas > 0 else 0
     top = _excess_leader(leaders, 0)
+    plain = [p for p in pods if p.worker_index is None]
+    arriving = len([p for p in plain if not p.terminating]) < room or any(
+        _arriving([p], expected=1) for p in plain if not p.terminating
+    )
+    top = None if arriving else top  # single-node pods that load on free NPUs: wait for them first
     message = "the service now runs on one node per replica: the group makes way for single-node pods"
     candidates = (
         []
