@@ -13,12 +13,13 @@ prefill at its real timing is in tests/health (test_stall.py, test_machine.py: t
 from __future__ import annotations
 
 import datetime
+import json
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
 
+from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
@@ -148,13 +149,18 @@ def test_repeated_stalls_hit_the_rate_limit(
         stop2.set()
 
 
+def learned(cluster: Cluster, namespace: str, pod: str, *, batch: int, windows: int) -> bool:
+    """The operator's drift baseline of `pod` (its annotation) holds `windows` step times at `batch` running."""
+    body = cluster.get_json("pod", pod, "-n", namespace)
+    raw: str | None = (body["metadata"].get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE)
+    return raw is not None and len(json.loads(raw).get(str(batch), [])) >= windows
+
+
 def test_drift_is_rolled_when_another_replica_serves(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
-    health = {
-        **FAST,
-        "drift": {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12},
-    }
+    drift = {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12}
+    health = {**FAST, "drift": drift}
     # the clients below talk to the pod directly and never stop, so its drain can only time out
     ready_service(cluster, namespace, add_nodes, attach, replicas=2, health=health, rollout={"drainSeconds": 5})
     target = next(p for p in pods(cluster, namespace, "svc") if p["metadata"]["name"] == "svc-0")
@@ -162,9 +168,16 @@ def test_drift_is_rolled_when_another_replica_serves(
     stop = threading.Event()
     body = {"model": "deepseek-v4-flash", "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 100000,
             "ignore_eos": True}  # fmt: skip
-    background_requests(base, body, clients=8, stop=stop)
+    clients = 8
+    background_requests(base, body, clients=clients, stop=stop)
     try:
-        time.sleep(15)  # the baseline: busy windows at C8
+        # the baseline: the operator learned `baselineWindows` busy windows at C8 (and wrote them to the pod)
+        windows = drift["baselineWindows"]
+        wait_for(
+            lambda: learned(cluster, namespace, "svc-0", batch=clients, windows=windows),
+            timeout=60,
+            message=f"a drift baseline at batch {clients}",
+        )
         post(base, "/sim/faults", {"fault": "drift", "fraction": 0.5, "period_s": 30})
         roll = wait_for(lambda: ais(cluster, namespace, "svc")["status"].get("lastRoll"), timeout=120, message="roll")
         assert roll["reason"] == "ThroughputDrift"
