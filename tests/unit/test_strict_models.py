@@ -60,7 +60,7 @@ odd_values = st.one_of(
 def _parent(body: dict[str, Any], path: Path_) -> dict[str, Any] | None:
     """The object holding the last element of `path`, made on the way (None where a non-object blocks it)."""
     node: Any = body
-    for step in path[:-1]:
+    for i, step in enumerate(path[:-1]):
         if step == "[0]":
             if not isinstance(node, list):
                 return None
@@ -68,7 +68,7 @@ def _parent(body: dict[str, Any], path: Path_) -> dict[str, Any] | None:
                 node.append({})
             node = node[0]
         elif isinstance(node, dict):
-            node = node.setdefault(step, [] if path[path.index(step) + 1] == "[0]" else {})
+            node = node.setdefault(step, [] if path[i + 1] == "[0]" else {})
         else:
             return None
     return node if isinstance(node, dict) else None
