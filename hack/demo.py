@@ -8,7 +8,9 @@
 5. show `kubectl get ais` going from Progressing to Ready with live tokens/s and KV usage under load;
 6. inject the seed's long-context stall (KV past 97.5%, no forward progress, /health still 200): the
    detector's finding, the roll and its reason, Ready again;
-7. print a timeline and stop every process it started (`--keep` leaves everything running).
+7. print a timeline and stop every process it started (`--keep` leaves everything running and prints the one
+   command that stops all of it: `hack/local-cluster down DIR`, which stops the processes the demo recorded
+   in DIR/attached/ by process group (the operator, `aissim attach` and its engines), then the control plane).
 
 With `--engine vllm` (`make demo DEMO_ARGS="--engine vllm"`) the engine is the real one: vLLM 0.25.1 on CPU
 (hack/real-vllm.sh installs it, cached) with a tiny model and the pod's own args (aissim/realengine.py's
@@ -24,6 +26,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import string
@@ -40,8 +43,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "hack" / "lib"))
 
-from tests.e2e.cluster import Cluster, build_tools, existing_cluster, start_local, stop_local, wait_for  # noqa: E402
+from cluster_procs import record  # noqa: E402
+
+from tests.e2e.cluster import Cluster, build_tools, existing_cluster, pid_running, start_local, wait_for  # noqa: E402
 from tests.helm.operator_proc import token_kubeconfig  # noqa: E402
 from tests.real.engines import engine_group, process  # noqa: E402
 
@@ -64,6 +70,10 @@ class Demo:
         self.pids: list[int] = []
         """Every process the demo started (its own and the control plane's), for the timeline file."""
         self.roll: dict[str, Any] | None = None
+        self.record_dir = workdir
+        """Where spawned processes are recorded for `hack/local-cluster down` (the cluster's state dir when the
+        demo started the cluster, so one command stops both)."""
+        self.processes: dict[str, int] = {}
 
     def step(self, text: str) -> None:
         elapsed = time.monotonic() - self.start
@@ -73,13 +83,30 @@ class Demo:
     def spawn(self, name: str, args: list[str], env: dict[str, str], *, program: str = "ascend_operator.cli.main"
               ) -> subprocess.Popen[bytes]:  # fmt: skip
         log = (self.workdir / f"{name}.log").open("ab")
+        # A session of its own: `hack/local-cluster down` signals the whole group, and the terminal's Ctrl-C
+        # reaches the demo only, which then stops everything itself.
         proc = subprocess.Popen(
             [sys.executable, "-m", program, *args], env={**os.environ, **env}, stdout=log,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+        record(self.record_dir, name, proc.pid, sys.executable)
         self.procs.append(proc)
         self.pids.append(proc.pid)
+        self.processes[name] = proc.pid
         return proc
+
+    def stop_command(self) -> list[str]:
+        """The one command that stops what the demo started: `hack/local-cluster down DIR`."""
+        script = ROOT / "hack" / "local-cluster"
+        shown = os.path.relpath(script) if script.is_relative_to(Path.cwd()) else str(script)
+        return [shown, "down", str(self.record_dir)]
+
+    def stop(self) -> None:
+        """Run the stop command, then reap the demo's own children."""
+        try:
+            subprocess.run(self.stop_command(), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            self.stop_all()
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
@@ -207,6 +234,8 @@ def run(args: argparse.Namespace, demo: Demo) -> int:
     else:
         cluster = start_local(demo.workdir / "cluster", nodes=1)
         demo.pids += list(cluster.pids().values())
+        assert cluster.state_dir is not None
+        demo.record_dir = cluster.state_dir
     demo.step(f"control plane up; nodes: {', '.join(cluster.node_names())}")
     try:
         return scenario(args, demo, cluster, bindir)
@@ -215,12 +244,12 @@ def run(args: argparse.Namespace, demo: Demo) -> int:
             try:
                 cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=true", "--timeout=120s", check=False)
             finally:
-                demo.stop_all()
-                if cluster.state_dir is not None:
-                    left = stop_local(cluster)
-                    demo.step("stopped every process" + (f" except {left}" if left else ""))
+                demo.stop()
+                left = [pid for pid in demo.pids if pid_running(pid)]
+                demo.step("stopped every process" + (f" except {left}" if left else ""))
         else:
-            print(f"kept running; use: export KUBECONFIG={cluster.kubeconfig}", flush=True)
+            demo.step(f"kept running; use: export KUBECONFIG={cluster.kubeconfig}")
+            demo.step(f"stop all of it with: {shlex.join(demo.stop_command())}")
 
 
 def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Path) -> int:
@@ -300,7 +329,10 @@ def scenario(args: argparse.Namespace, demo: Demo, cluster: Cluster, bindir: Pat
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", action="store_true", help="leave the cluster, operator and simulators running")
+    parser.add_argument(
+        "--keep", action="store_true",
+        help="leave the cluster, operator and engines running; prints the one command that stops them all",
+    )  # fmt: skip
     parser.add_argument("--kubeconfig", help="use this cluster instead of starting one")
     parser.add_argument("--time-scale", type=float, default=30.0, help="simulator engine seconds per wall second")
     parser.add_argument(
@@ -323,6 +355,8 @@ def main() -> int:
         "timeline": [{"seconds": round(t, 1), "step": text} for t, text in demo.timeline],
         "roll": demo.roll,
         "pids": demo.pids,
+        "processes": demo.processes,
+        "stop": demo.stop_command(),
     }
     (workdir / "timeline.json").write_text(json.dumps(summary, indent=2))
     print("\ntimeline:")
