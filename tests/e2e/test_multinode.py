@@ -8,6 +8,7 @@ cannot share one, so the scheduler places them apart.
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 from collections.abc import Callable
@@ -154,3 +155,39 @@ def test_a_stalled_workers_ranks_roll_the_group_while_the_leaders_ranks_advance(
         wait_for_the_whole_group_recreated(cluster, namespace, leader, worker)
     finally:
         stop.set()
+
+
+def test_a_switch_from_one_node_to_two_keeps_serving_and_drains_the_single_node_pod(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, lws: None, attach: Callable[..., Proc]
+) -> None:
+    """spec.parallelism.nodes 1 -> 2 on three nodes: the group starts on the two free nodes while the
+    single-node pod serves, and the pod goes only once the group serves, drained (issue 28)."""
+    attach()
+    label_nodes(cluster, add_nodes(3), namespace)
+    single = two_node("svc", namespace)
+    single["spec"]["parallelism"].update({"nodes": 1, "data": 2})
+    cluster.apply(single, namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="the single-node pod Ready")
+    plain = cluster.get_json("pods", "-n", namespace, "-l", "inference.ascend.dev/replica=0")["items"]
+    assert [p["metadata"]["name"] for p in plain] == ["svc-0"]
+
+    cluster.apply(two_node("svc", namespace), namespace=namespace)
+
+    def switched() -> dict[str, Any] | None:
+        status = ais(cluster, namespace, "svc")["status"]
+        done = status.get("groups") and status["groups"][0]["ready"] and status.get("rolls")
+        return status if done and ready(cluster, namespace, "svc") else None
+
+    status = wait_for(switched, timeout=240, message="the group serving and the single-node pod rolled")
+    (roll,) = status["rolls"]
+    assert (roll["pod"], roll["reason"], roll["drain"]) == ("svc-0", "TopologyChanged", "Completed")
+    # the Service kept a serving pod: the group's leader was Ready before the single-node pod was drained
+    leader = by_role(group_pods(cluster, namespace))["leader"]
+    leader_ready = {c["type"]: c for c in leader["status"]["conditions"]}["Ready"]["lastTransitionTime"]
+    drains = [when(e.get("lastTimestamp") or e["eventTime"]) for e in events(cluster, namespace, "Draining")]
+    assert drains
+    assert min(drains) >= when(leader_ready)
+
+
+def when(stamp: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(stamp)
