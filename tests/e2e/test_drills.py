@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.cluster import (
     ROOT,
@@ -107,6 +110,45 @@ def stall_and_roll(cluster: Cluster, namespace: str, name: str) -> dict[str, Any
     return record
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def metric_values(url: str, name: str, label: str | None = None) -> dict[str, float]:
+    """The samples `name` on the Prometheus endpoint `url`, by the value of `label` (summed when None: "")."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                key = sample.labels.get(label, "") if label else ""
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def passes(port: int) -> dict[str, float]:
+    """Passes completed by each loop ("reconcile", "health") of the operator serving metrics on `port`."""
+    return metric_values(f"http://127.0.0.1:{port}/metrics", "ascend_operator_pass_duration_seconds_count", "loop")
+
+
+def more_passes(port: int, *, health: int, reconcile: int) -> None:
+    """Wait until the operator on `port` has completed `health` more health passes and `reconcile` more
+    reconcile passes: what it does in them is then in the status for the test to check (an event to wait
+    on, where a fixed sleep would assert over however many passes a loaded machine happened to run)."""
+    start = passes(port)
+
+    def done() -> bool:
+        now = passes(port)
+        want = {"health": health, "reconcile": reconcile}
+        return all(now.get(loop, 0.0) - start.get(loop, 0.0) >= n for loop, n in want.items())
+
+    wait_for(done, timeout=120, message=f"{health} health and {reconcile} reconcile passes of the operator")
+
+
 # ---------------------------------------------------------------- drill 4: a spec change under a long request
 
 
@@ -134,7 +176,14 @@ def test_a_spec_change_replaces_one_pod_at_a_time_and_the_in_flight_requests_com
     results: dict[str, dict[str, Any]] = {name: {} for name in before}
     body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": LONG_TOKENS, "ignore_eos": True}
     threads = {name: completion(base(by_name(cluster, namespace, name)), body, results[name]) for name in before}
-    time.sleep(2)  # both requests running on their engines
+    wait_for(
+        lambda: all(
+            metric_values(base(by_name(cluster, namespace, name)) + "/metrics", "vllm:num_requests_running")[""] >= 1
+            for name in before
+        ),
+        timeout=30,
+        message="both long requests running on their engines",
+    )
     change = json.dumps({"spec": {"engine": {"maxNumSeqs": 16}}})
     cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", change)
     # Sampled every 0.3 s: when each original pod left the service (not Ready, terminating or gone), whether
@@ -226,7 +275,8 @@ def test_the_control_plane_killed_and_restarted_keeps_the_pods_and_the_roll_hist
 ) -> None:
     c = own_cluster
     assert c.state_dir is not None
-    namespace, procs = serve_on(c, tmp_path)
+    metrics = free_port()
+    namespace, procs = serve_on(c, tmp_path, "--metrics-port", str(metrics))
     operator = procs[-1]
     try:
         stall_and_roll(c, namespace, "svc-0")  # a roll in the history before the fault
@@ -239,13 +289,14 @@ def test_the_control_plane_killed_and_restarted_keeps_the_pods_and_the_roll_hist
         wait_for(lambda: api_ready(c), timeout=120, message=f"the API ready after {component} restarted")
         t_back = time.monotonic()
         wait_for(lambda: all_ready(c, namespace), timeout=120, message="Ready after the restart")
-        time.sleep(10)  # more passes: nothing may be rolled or recreated after the reconnect
+        t_ready = time.monotonic()
+        more_passes(metrics, health=10, reconcile=2)  # nothing may be rolled or recreated after the reconnect
         assert uids(c, namespace) == before
         assert all(pod_ready(p) for p in live(c, namespace))
         assert rolls(c, namespace) == history
         assert all_ready(c, namespace)
         assert operator.popen.poll() is None, f"the operator exited:\n{operator.output()[-3000:]}"
-        print(f"{component}: down {t_back - t_kill:.1f}s; Ready again {time.monotonic() - t_back - 10:.1f}s after")
+        print(f"{component}: down {t_back - t_kill:.1f}s; Ready again {t_ready - t_back:.1f}s after")
     finally:
         c.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
         for proc in reversed(procs):
@@ -270,9 +321,11 @@ def test_the_active_operator_killed_the_standby_takes_over_and_rolls_a_later_sta
     peering = f"drill-{namespace}"
     cluster.apply({"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": peering}})
     active = start_operator(cluster, tmp_path / "active.log", "--peering", peering, "--peering-priority", "200")
+    standby_metrics = free_port()
     standby = start_operator(
-        cluster, tmp_path / "standby.log", "--peering", peering, "--peering-priority", "100", port_base=19580
-    )
+        cluster, tmp_path / "standby.log", "--peering", peering, "--peering-priority", "100",
+        "--metrics-port", str(standby_metrics), port_base=19580,
+    )  # fmt: skip
     try:
         # kopf starts every peer paused and resumes the highest live one ("Resuming operations"); the
         # standby stays paused without a word, so: both peers' heartbeats in the peering, the active resumed
@@ -303,7 +356,7 @@ def test_the_active_operator_killed_the_standby_takes_over_and_rolls_a_later_sta
         assert uids(cluster, namespace) == before
         assert all_ready(cluster, namespace)
         record = stall_and_roll(cluster, namespace, "svc-0")
-        time.sleep(8)  # more passes: the stall must not be rolled twice nor the successor deleted
+        more_passes(standby_metrics, health=8, reconcile=2)  # the stall not rolled twice, the successor kept
         now = rolls(cluster, namespace)
         assert now[: len(history)] == history
         assert [(r["pod"], r["reason"]) for r in now[len(history) :]] == [("svc-0", "Stalled")]
