@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascend_operator.api.health import CanarySpec
+from ascend_operator.api.health import HealthSpec
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     AddNodes,
@@ -41,12 +41,16 @@ pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.time
 
 #: The seed's peak: 64 clients, 1K-token prompts, 512 fixed output tokens (docs/FACTS.md TP8 sweep).
 C64_BODY = {"prompt": "c64", "sim_prompt_tokens": 1024, "max_tokens": 512, "ignore_eos": True}
-#: With the default canary, the bug took a pod out after `failureThreshold` canaries timed out in the queue:
-#: the queue must stand at least that long (plus one period for the first canary to land in it) for the test
-#: to be able to fail.
-CANARY = CanarySpec()
-QUEUED_SECONDS = CANARY.failure_threshold * CANARY.period_seconds + CANARY.timeout_seconds + CANARY.period_seconds
-LOAD_SECONDS = QUEUED_SECONDS + 10
+#: With the default health settings, the bug took a pod out after `failureThreshold` canaries timed out in the
+#: queue; each failing canary costs its timeout plus the period that follows its end, and the verdict comes with
+#: the next pass. The queue must stand that long for the test to be able to fail (with the judge broken so that
+#: a queued canary counts as failed, the pod goes unready ~70 s into the load).
+HEALTH = HealthSpec()
+CANARY = HEALTH.canary
+QUEUED_SECONDS = (
+    CANARY.failure_threshold * (CANARY.timeout_seconds + CANARY.period_seconds) + HEALTH.scrape_interval_seconds
+)
+LOAD_SECONDS = QUEUED_SECONDS + 25  # with the judge broken it failed at 70 s; margin for a loaded machine
 
 
 def waiting(base: str) -> float:
