@@ -45,6 +45,10 @@ class Target:
     base: str
     hang: Callable[[], None]
     resume: Callable[[], None]
+    terminate: Callable[[], None]
+    """SIGTERM to the server process (what the kubelet sends a deleted pod's container)."""
+    running: Callable[[], bool]
+    """Whether that process still runs."""
     key: str = KEY
 
 
