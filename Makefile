@@ -17,4 +17,4 @@ crd: venv
 	.venv/bin/aisctl crd > charts/ascend-inference-operator/crds/inference.ascend.dev_ascendinferenceservices.yaml
 
 docs: venv
-	@echo "paste into README.md between the api markers:"; .venv/bin/aisctl docs
+	.venv/bin/python -m ascend_operator.api.docs docs/api.md

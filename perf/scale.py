@@ -45,7 +45,7 @@ from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
 
 NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
 #: New services created one at a time on the running fleet (each beside a direct pod), for reaction time;
-#: seven per run left the per-run ratio at 200 between 1.4x and 2.3x (README "Scale", fourth series).
+#: seven per run left the per-run ratio at 200 between 1.4x and 2.3x (docs/scale.md, fourth series).
 PROBES = 15
 
 
@@ -121,7 +121,7 @@ def probe(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> dict[str, 
 def reaction(results: list[dict[str, Any]]) -> str:
     """The reaction table: a new service on a running fleet of N, and a stall under load, medians over runs.
     Beside the target's ratio (from the CR's create call): the ratio from the CR stored, and the ratio an
-    operator taking no time at all would score (the CR's own write plus its pod's, README "Scale")."""
+    operator taking no time at all would score (the CR's own write plus its pod's, docs/scale.md)."""
     lines = [
         "| services | runs | new CR on the running fleet -> pod bound p50 (s) | (CR create call) | (pod seen) "
         "| direct create p50 (s) | ratio | ratio from the CR stored | zero-time operator | "

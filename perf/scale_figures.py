@@ -1,6 +1,6 @@
 """Pure arithmetic of the scale benchmark (perf/scale.py): API request rates, CPU, RSS, latency, the table.
 
-Why a module of its own: the figures the README's "Scale" table reports must be right whatever the run
+Why a module of its own: the figures docs/scale.md's table reports must be right whatever the run
 looked like, so everything between raw readings (the API server's /metrics text, /proc files, timestamps)
 and the printed table is a pure function here, tested on fixed inputs (tests/unit/test_scale_figures.py);
 perf/scale.py only takes the readings.
@@ -305,7 +305,7 @@ HEADER = (
 
 
 def markdown(rows: Sequence[Row]) -> str:
-    """The README table."""
+    """The docs/scale.md table."""
     lines = [HEADER, "|" + "---|" * 10]
     for r in rows:
         count = f"{r.services} ({r.ready} Ready)" if r.ready < r.services else str(r.services)

@@ -1,7 +1,7 @@
 """Each pod's health machine over traces at the seed's real timings, canary included (fake clock, no cluster).
 
-The traces are on vLLM 0.25.1's semantics (bench/traces.py): during a lone chunked prefill only the KV gauge
-moves. The replay feeds the machine the way controller/monitor.py does (bench/replay.py).
+The traces are on vLLM 0.25.1's semantics (tests/fixtures/traces.py): during a lone chunked prefill only the KV gauge
+moves. The replay feeds the machine the way controller/monitor.py does (tests/fixtures/replay.py).
 """
 
 import itertools

@@ -1,7 +1,7 @@
 """Under load the simulator reproduces the seed's tables (docs/FACTS.md "Throughput and latency").
 
 Measured the way the seed says a harness must (fixed output with ignore_eos, fresh prompts, the engine's
-own metrics), in scaled engine time. bench/sim_sweep.py prints the same comparison on demand.
+own metrics), in scaled engine time. perf/sim_sweep.py prints the same comparison on demand.
 """
 
 from __future__ import annotations

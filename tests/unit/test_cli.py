@@ -28,12 +28,19 @@ def test_render_prints_pod_service_network_policy_and_budget_and_nothing_on_stde
     assert kinds == ["Pod", "Service", "NetworkPolicy", "PodDisruptionBudget"]
 
 
-def test_render_of_a_two_node_spec_prints_one_leader_worker_set_and_the_service() -> None:
+def test_render_of_a_two_node_spec_prints_one_leader_worker_set_the_service_and_the_group_budget() -> None:
     result = aisctl("render", "-f", str(EXAMPLE.parent / "dsr1-2node.yaml"))
     assert result.returncode == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
-    assert names == [("LeaderWorkerSet", "dsr1-group"), ("Service", "dsr1"), ("NetworkPolicy", "dsr1")]
+    assert names == [
+        ("LeaderWorkerSet", "dsr1-group"),
+        ("Service", "dsr1"),
+        ("NetworkPolicy", "dsr1"),
+        ("PodDisruptionBudget", "dsr1"),
+    ]
+    # one replica of two nodes, minAvailable 1 (a replica): a drain may evict neither pod of the only group
+    assert docs[-1]["spec"]["minAvailable"] == 2
 
 
 def test_bad_spec_exits_2_naming_field_and_rule(tmp_path: Path) -> None:

@@ -16,5 +16,5 @@ Where to look:
 - routes and the fault API (`/sim/faults`, `/sim/state`): server.py;
 - every calibrated figure, with its source in docs/FACTS.md: calibration.py;
 - the request extension `"sim_prompt_tokens": N` (an N-token prompt without sending it): tokens.py;
-- measuring it the seed's way: loadgen.py and bench/sim_sweep.py.
+- measuring it the seed's way: loadgen.py and perf/sim_sweep.py.
 """

@@ -44,7 +44,7 @@ TP8_TPOT_S: tuple[tuple[int, float], ...] = (
     (16, 0.0355),  # C16 35.5 ms
     (32, 0.0505),  # C32 50.5 ms
 )
-# The sweep's published throughput, used by the sweep test and bench/sim_sweep.py as the target.
+# The sweep's published throughput, used by the sweep test and perf/sim_sweep.py as the target.
 TP8_SWEEP: dict[int, tuple[float, float]] = {
     # concurrency: (output tok/s, mean TPOT s) - docs/FACTS.md "TP8 concurrency sweep"
     1: (66.5, 0.0142),
@@ -60,7 +60,7 @@ SWEEP_PROMPT_TOKENS = 256
 SWEEP_OUTPUT_TOKENS = 512
 # DP2 x TP4: docs/FACTS.md "TP8 vs DP2 x TP4": C1 TPOT 21.0 ms vs 23.0 ms (a TP4 step is ~9% cheaper alone), and
 # "step cost per token" 1.84 vs 0.80 ms (each extra sequence costs more on TP4). The batch slope ratio is
-# fitted so DP2 x TP4 at C64 lands on docs/FACTS.md "DP2 x TP4 at C64 ... mean 820.04 tok/s" (bench/sim_sweep.py).
+# fitted so DP2 x TP4 at C64 lands on docs/FACTS.md "DP2 x TP4 at C64 ... mean 820.04 tok/s" (perf/sim_sweep.py).
 TP4_C1_STEP_RATIO = 21.0 / 23.0
 TP4_BATCH_SLOPE_RATIO = 1.68
 DP2_TP4_C64_TOKS = 820.04

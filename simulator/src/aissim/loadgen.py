@@ -3,7 +3,7 @@
 Why this module exists: the seed's rules for a harness (docs/FACTS.md "Benchmark pitfalls") are fixed output
 (`ignore_eos` + fixed `max_tokens`), a fresh prompt per request so the prefix cache cannot flatter TTFT,
 and the engine's own metrics rather than client-side stream timing. The sweep test and
-bench/sim_sweep.py both use this: C workers each send requests back to back; output tok/s is the delta of
+perf/sim_sweep.py both use this: C workers each send requests back to back; output tok/s is the delta of
 each engine's `vllm:generation_tokens` delta over its busy engine seconds (/sim/state), TPOT and TTFT the deltas of
 `vllm:request_time_per_output_token_seconds` and `vllm:time_to_first_token_seconds`. Wall time x scale is
 reported beside it (it can only be larger: a starved host slows engine time, never speeds it).

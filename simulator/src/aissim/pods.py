@@ -1,5 +1,3 @@
-# mypy: disallow-untyped-calls=False
-# (the Kubernetes client's config and serialization helpers are untyped, as for clients/kube.py in pyproject.toml)
 """Pod discovery for the simulator's supervisors: which engine each pod of the cluster needs, read as a kubelet would.
 
 `aissim attach` (one process per engine, attach.py) and `aissim attach --shared` (every engine in one

@@ -225,9 +225,11 @@ class DisruptionBudget(ApiModel):
         ge=0,
         le=128,
         description="Ready engine pods an eviction (kubectl drain, cluster autoscaler) must leave; 1 keeps "
-        "the last serving replica. Pods that are not Ready can always be evicted "
-        "(unhealthyPodEvictionPolicy AlwaysAllow), so a broken replica never blocks a drain. The operator's "
-        "own deletions go through spec.rollout (budget, drain) and spec.health.rolls (health roll limits) instead.",
+        "the last serving replica. For a multi-node service it counts replicas (whole groups): one evicted "
+        "member recreates its group, so the budget leaves minAvailable groups' pods. Pods that are not Ready "
+        "can always be evicted (unhealthyPodEvictionPolicy AlwaysAllow), so a broken replica never blocks a "
+        "drain. The operator's own deletions go through spec.rollout (budget, drain) and spec.health.rolls "
+        "(health roll limits) instead.",
     )
 
 

@@ -50,7 +50,10 @@ class Roll(ApiModel):
     time: str = Field(description="When (RFC 3339).")
     pod: str = Field(description="The pod that was recreated.")
     uid: str = Field(default="", description="The uid of the deleted pod (a successor of the same name has another).")
-    reason: str = Field(description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown or Duplicate.")
+    reason: str = Field(
+        description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown, Duplicate, TopologyChanged or "
+        "GroupRecreated (observed: a group LeaderWorkerSet recreated on its own).",
+    )
     message: str = Field(default="", description="The detector's finding and evidence.")
     drain: str = Field(
         default="",

@@ -4,7 +4,7 @@ Why this module exists: the seed's fourth rule is that PASS needs the result JSO
 count and the engine's completion state, never a shell exit code (docs/FACTS.md pitfall 4: `cmd | tee | grep
 || true` hid failed runs). The verdict is computed here from the document itself: a result with a missing
 figure is incomplete and FAILs like a failed request does. The schema is described in
-`ascend_operator.bench` (the package docstring) and README "Benchmarks".
+`ascend_operator.bench` (the package docstring) and docs/benchmarking.md.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.load import Loaded, load
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.crd import build_crd
+from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.netpol import build_network_policy
@@ -60,7 +61,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         policy = build_network_policy(svc.spec, owner=owner, operator=operator_cmd.operator_peer(args))
         if policy is not None:
             objects.append(policy)
-        pdb = build_pdb(svc.spec, owner=owner)
+        # a group's budget counts pods by group (render/group_pdb.py), as the operator applies it
+        pdb = build_group_pdb(svc.spec, owner=owner) if is_multi_node(svc.spec) else build_pdb(svc.spec, owner=owner)
         if pdb is not None:
             objects.append(pdb)
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
@@ -115,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(func=cmd_plan)
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition")
     crd.set_defaults(func=cmd_crd)
-    docs = sub.add_parser("docs", help="print the API reference table (Markdown) that README.md carries")
+    docs = sub.add_parser("docs", help="print the API reference table (Markdown) that docs/api.md carries")
     docs.set_defaults(func=cmd_docs)
     operator_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)

@@ -158,7 +158,7 @@ async def _guarded(
 
 async def _relay_stop(stopped: kopf.DaemonStopped, waker: asyncio.Event) -> None:
     """Wake the loop when kopf stops it, so its wait needs no polling of the stop flag: at 200 services,
-    0.5 s polls were 400 timers a second and ~6% of the operator's CPU (README "Scale")."""
+    0.5 s polls were 400 timers a second and ~6% of the operator's CPU (docs/scale.md)."""
     await stopped.wait()
     waker.set()
 
@@ -250,7 +250,7 @@ async def health_loop(
                     _wake(memo, namespace, name)
             # the whole interval after each pass, not a fixed rate: when the engines (or this process) fall
             # behind, passes that start back to back keep every scrape slot taken, and at 200 services on
-            # 2 cores canaries then waited minutes for one (19 of 200 never Ready in 8 min; README "Scale")
+            # 2 cores canaries then waited minutes for one (19 of 200 never Ready in 8 min; docs/scale.md)
             await stopped.wait(interval)
     finally:
         await state.close()  # no canary outlives its loop

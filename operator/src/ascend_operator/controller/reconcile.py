@@ -319,7 +319,7 @@ async def _guarded_apply(
         return await _apply(ctx, parsed, owner, pods, key_version, memory)
     # the pods in this task, the policy in a task beside it: the pod create goes to the API client at
     # once, while a new task waits its turn behind the whole loop (at 200 services on 2 cores the policy
-    # task that a gather started first delayed the pod create by 2-26 ms; README "Scale")
+    # task that a gather started first delayed the pod create by 2-26 ms; docs/scale.md)
     guard = asyncio.create_task(_ensure_network_policy(ctx, parsed, owner), name=f"policy {owner.name}")
     try:
         applied = await _settled(_apply(ctx, parsed, owner, pods, key_version, memory))

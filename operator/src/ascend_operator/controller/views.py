@@ -16,12 +16,10 @@ from ascend_operator.api.constants import (
     ANNOTATION_SPEC_HASH,
     KNOWN_NPU_RESOURCES,
     LABEL_REPLICA,
+    LWS_GROUP_INDEX_LABEL,
+    LWS_WORKER_INDEX_LABEL,
     READINESS_GATE,
 )
-
-#: Labels LWS puts on a group's pods (sigs.k8s.io/lws v0.7.0 api/leaderworkerset/v1/leaderworkerset_types.go:40-44).
-LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 @dataclass(frozen=True, kw_only=True)

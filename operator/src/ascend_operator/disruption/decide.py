@@ -123,8 +123,7 @@ def in_startup_grace(i: RuleInput) -> Verdict:
     health, target = i.cfg.health, i.target
     if i.cand.reason not in HEALTH_REASONS or target is None:
         return ALLOW
-    loading = target.started_at is None or i.now - target.started_at < health.startup_grace_seconds
-    if loading and not target.served:
+    if health.in_startup_grace(target.started_at, served=target.served, now=i.now):
         message = (
             f"pod {i.cand.pod} is inside its {health.startup_grace_seconds:.0f}s startup grace and was never Ready"
         )

@@ -3,7 +3,7 @@
 Why a machine: the I/O layer (controller/monitor.py) gathers observations (a scrape, a canary that ended,
 a config check) and executes actions (patch the readiness gate, ask the roll policy, post an event); every
 decision in between is here, so it is tested with a fake clock and no cluster, and the trace benchmark
-(bench/detectors.py) replays exactly what the operator runs. Times are the operator's monotonic clock.
+(perf/detectors.py) replays exactly what the operator runs. Times are the operator's monotonic clock.
 """
 
 from dataclasses import dataclass, field, replace

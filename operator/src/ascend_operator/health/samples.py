@@ -147,7 +147,7 @@ def rank_view(sample: EngineSample, engine: str) -> EngineSample | None:
 #: Family -> the sample names of it this module reads. A vLLM exposition carries ~20 more histograms
 #: (request latency phases, token counts; the iteration histogram's buckets) the detectors never read;
 #: they are dropped before prometheus-client's pure-Python parser sees them, which costs ~10 ms per DP
-#: rank per scrape on the whole text (bench/pod_memory.py measures both).
+#: rank per scrape on the whole text (perf/pod_memory.py measures both).
 READ: dict[str, frozenset[str]] = {
     **{m.name: frozenset({m.name}) for m in (M.NUM_REQUESTS_RUNNING, M.NUM_REQUESTS_WAITING, M.KV_CACHE_USAGE)},
     **{

@@ -19,20 +19,17 @@ exists, so it may not share the name of the operator's ClusterIP Service.
 
 from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, GROUP, NPU_RESOURCE
+from ascend_operator.api.constants import (
+    ANNOTATION_SPEC_HASH,
+    GROUP,
+    LWS_API_VERSION,
+    LWS_KIND,
+    NPU_RESOURCE,
+)
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.render.group import Role
 from ascend_operator.render.pod import Owner, build_pod_spec, common_labels, engine_digest, owner_metadata
 
-LWS_GROUP = "leaderworkerset.x-k8s.io"
-LWS_VERSION = "v1"
-LWS_API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
-LWS_KIND = "LeaderWorkerSet"
-LWS_PLURAL = "leaderworkersets"
-#: Labels LWS puts on every pod of a group (types.go:36-44).
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 LABEL_ROLE = f"{GROUP}/role"
 LWS_SUFFIX = "-group"
 #: On the set: the leader (uid, spec hash) the operator last saw per group, so a group LWS recreated on its
