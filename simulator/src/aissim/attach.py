@@ -125,11 +125,6 @@ def stop_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def stop(child: Child) -> None:
-    """Stop one engine now (stop_group)."""
-    stop_group(child.process)
-
-
 @dataclass
 class Engines:
     """The running engines by pod UID, and those of gone pods still being stopped (a real engine takes
@@ -140,8 +135,17 @@ class Engines:
     refused: set[str] = field(default_factory=set)
 
     def close(self) -> None:
-        for child in [*self.children.values(), *self.stopping]:
-            stop(child)
+        """Stop every engine together: one grace for all of them, not one after another (an engine with a
+        client still attached outlives its SIGTERM, as vLLM's does, until the grace's SIGKILL)."""
+        now = time.monotonic()
+        for child in self.children.values():
+            terminate(child, now=now)
+        left = [*self.children.values(), *self.stopping]
+        while left:
+            now = time.monotonic()
+            left = [c for c in left if not reap(c, now=now)]
+            if left:
+                time.sleep(0.1)
         self.children.clear()
         self.stopping.clear()
 

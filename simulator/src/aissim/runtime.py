@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from aiohttp import web
 
 from aissim import calibration as cal
-from aissim.args import SimConfig
+from aissim.args import ArgsError, SimConfig
 from aissim.engine import SimEngine
 from aissim.faults import FaultError, parse_fault_flag, parse_fault_json
 from aissim.group import LeaderLink, run_worker, worker_app, worker_ranks
@@ -148,8 +148,8 @@ def _log_config(cfg: SimConfig) -> None:
 async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit, shutdown_timeout: float = 60.0) -> Running | str:
     """Bind, load, check, start. Returns the running server, or the start-up error message.
 
-    `shutdown_timeout`: wall seconds `Running.close()` lets in-flight requests finish (aiohttp's default
-    60 s for `serve`; the shared host stops a gone pod's engine sooner)."""
+    `shutdown_timeout`: wall seconds `Running.close()` lets in-flight requests finish (`serve` passes the
+    command line's `--shutdown-timeout`; the shared host stops a gone pod's engine within its own grace)."""
     faults = [parse_fault_flag(spec) for spec in cfg.sim.faults]
     sock = bind_socket(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
@@ -191,8 +191,47 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit, shutdown_timeout
     return Running(host=host, port=port, engine=engine, runner=runner, links=links)
 
 
+#: vLLM's HTTP server, once its engine is gone, waits for every open connection to close (uvicorn's graceful
+#: shutdown has no timeout there): a process with a client still attached outlives its SIGTERM until that client
+#: gives up or the kubelet's SIGKILL. A day stands for "no timeout" (aiohttp reads 0 as none, but not None).
+WAIT_FOR_CLIENTS_SECONDS = 86_400.0
+
+
+def shutdown_seconds(cfg: SimConfig) -> float:
+    """Wall seconds in-flight requests may still run after SIGTERM, as `--shutdown-timeout` gives vLLM: 0 (its
+    default, mode "abort") stops the engine at once, N (mode "drain") lets it run up to N seconds first
+    (vllm/entrypoints/launcher.py:109-123; the option is vllm/engine/arg_utils.py:1579-1583). Engine seconds,
+    so a simulator at `--sim-time-scale` drains for N / scale wall seconds, like its loading."""
+    raw = cfg.known.get("shutdown_timeout")
+    try:
+        seconds = int(raw or 0)  # upstream's `type=int`
+    except ValueError:
+        raise ArgsError(f"vllm serve: error: argument --shutdown-timeout: invalid int value: {raw!r}") from None
+    return seconds / cfg.sim.time_scale
+
+
+async def shut_down(running: Running, *, drain: float) -> None:
+    """SIGTERM as vLLM 0.25.1 takes it (seen on the real engine, tests/fidelity): the engine keeps stepping
+    until its requests are done or `drain` ran out, then its engine core is killed. A request still unfinished
+    is lost; vLLM, racing with the kill, ends its stream with finish_reason "abort", an error event, or nothing
+    at all. This does the last: no error, no final chunk, no `[DONE]`, the stream open until the client gives
+    up, and the process exits only once every client has gone."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + drain
+    # the step loops finish requests one by one and signal no "all done": a 50 ms poll, during shutdown only
+    while any(core.deliveries for core in running.engine.cores) and loop.time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    await running.engine.stop()
+    await running.close()
+
+
 async def serve(cfg: SimConfig) -> int:
-    started = await launch(cfg)
+    try:
+        drain = shutdown_seconds(cfg)
+    except ArgsError as exc:
+        log.error("%s", exc)
+        return 2
+    started = await launch(cfg, shutdown_timeout=WAIT_FOR_CLIENTS_SECONDS)
     if isinstance(started, str):
         log.error("%s", started)
         return 1
@@ -202,5 +241,5 @@ async def serve(cfg: SimConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("Shutting down")
-    await started.close()
+    await shut_down(started, drain=drain)
     return 0
