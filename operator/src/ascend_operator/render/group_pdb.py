@@ -20,9 +20,8 @@ for a single-node service, groups here.
 
 from typing import Any
 
-from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.render.pod import Owner, common_labels, owner_metadata
+from ascend_operator.render.pod import Owner, pdb_object
 
 
 def groups_allowed_out(spec: AscendInferenceServiceSpec) -> int:
@@ -35,18 +34,4 @@ def build_group_pdb(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[s
     if not spec.disruption_budget.enabled or spec.parallelism.nodes <= 1:
         return None
     pods = spec.replicas * spec.parallelism.nodes
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": owner.name,
-            "namespace": owner.namespace,
-            "labels": common_labels(owner),
-            **owner_metadata(owner),
-        },
-        "spec": {
-            "minAvailable": max(0, pods - groups_allowed_out(spec)),
-            "selector": {"matchLabels": {LABEL_SERVICE: owner.name}},
-            "unhealthyPodEvictionPolicy": "AlwaysAllow",
-        },
-    }
+    return pdb_object(owner, min_available=max(0, pods - groups_allowed_out(spec)))

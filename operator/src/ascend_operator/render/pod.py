@@ -311,12 +311,18 @@ def build_pdb(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, An
     minAvailable counts Ready pods, so a drain may take any replica but the last serving one;
     `unhealthyPodEvictionPolicy: AlwaysAllow` (policy/v1, GA in Kubernetes 1.31) lets a drain evict a pod
     that is not Ready whatever the budget, so a crash-looping replica never blocks node maintenance.
-    None for a multi-node service too: a group serves only with all its pods, which a budget over pods
-    cannot say (evicting one worker takes the whole group down), so none is made rather than a wrong one.
+    None for a multi-node service: a group serves only with all its pods, so its budget counts groups
+    (render/group_pdb.py).
     """
     budget = spec.disruption_budget
     if not budget.enabled or spec.parallelism.nodes > 1:
         return None
+    return pdb_object(owner, min_available=budget.min_available)
+
+
+def pdb_object(owner: Owner, *, min_available: int) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget over the service's engine pods (one name and selector for the
+    single-node and the group budget, so a topology switch patches it in place)."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -327,7 +333,7 @@ def build_pdb(spec: AscendInferenceServiceSpec, *, owner: Owner) -> dict[str, An
             **owner_metadata(owner),
         },
         "spec": {
-            "minAvailable": budget.min_available,
+            "minAvailable": min_available,
             "selector": {"matchLabels": {LABEL_SERVICE: owner.name}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
