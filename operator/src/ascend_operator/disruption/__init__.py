@@ -11,6 +11,7 @@ drain start and the roll history are read back from the API server after an oper
 from ascend_operator.disruption.decide import Decision, DisruptionConfig, decide
 from ascend_operator.disruption.model import (
     HEALTH_REASONS,
+    KINDS,
     PLANNED_REASONS,
     REMOVAL_REASONS,
     ROLL_RULES,
@@ -20,12 +21,14 @@ from ascend_operator.disruption.model import (
     Drain,
     DrainResult,
     Held,
+    Kind,
     PodState,
     RollReason,
 )
 
 __all__ = [
     "HEALTH_REASONS",
+    "KINDS",
     "PLANNED_REASONS",
     "REMOVAL_REASONS",
     "ROLL_RULES",
@@ -37,6 +40,7 @@ __all__ = [
     "Drain",
     "DrainResult",
     "Held",
+    "Kind",
     "PodState",
     "RollReason",
     "decide",

@@ -1,12 +1,15 @@
 """The vocabulary of disruption decisions: why a pod goes, what the decision sees of each pod, and what it
 decides. Separate from the rules so the health machine (which only names reasons) imports no policy."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 
 
 class RollReason(StrEnum):
-    """Why a pod is deleted (status.rolls, events and the `ascend_operator_rolls_total{reason}` series)."""
+    """Why a pod is deleted (status.rolls, events and the `ascend_operator_rolls_total{reason}` series). Each
+    member is one kind of deletion; what the decision does with it is its row in `KINDS` below."""
 
     STALLED = "Stalled"
     DRIFT = "ThroughputDrift"
@@ -15,25 +18,61 @@ class RollReason(StrEnum):
     SCALE_DOWN = "ScaleDown"
     DUPLICATE = "Duplicate"
     TOPOLOGY_CHANGED = "TopologyChanged"
-    """spec.parallelism.nodes went from 1 to more or back: a plain pod or a whole group makes way for the
-    other shape, one budgeted decision at a time."""
     GROUP_RECREATED = "GroupRecreated"
-    """Observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was
-    evicted, or its rolling update replaced the group)."""
 
 
-#: Reasons found by the health loop: spaced by spec.health.rolls (maxPerHour, cooldown) and held during
-#: the startup grace. Spec changes and scale-downs are what the user asked for and are not rate limited.
-HEALTH_REASONS = frozenset({RollReason.STALLED, RollReason.DRIFT, RollReason.MAX_AGE})
-#: Reasons for which the pod still serves: never the last Ready replica.
-SERVING_REASONS = frozenset({RollReason.DRIFT, RollReason.MAX_AGE})
-#: Planned deletions of a serving pod are drained first (a stalled or crashed engine serves nobody).
-PLANNED_REASONS = frozenset(
-    {RollReason.DRIFT, RollReason.MAX_AGE, RollReason.SPEC_CHANGED, RollReason.SCALE_DOWN, RollReason.TOPOLOGY_CHANGED}
+@dataclass(frozen=True, kw_only=True)
+class Kind:
+    """Which of the decision's rules apply to one kind of deletion (the refusal chain, disruption/decide.py
+    `REFUSALS`, reads these and never a reason by name)."""
+
+    why: str
+    health: bool = False
+    """Found by the health loop: held during the startup grace and spaced by spec.health.rolls (maxPerHour,
+    cooldown) over the limit's own record, status.healthRolls. What the user asked for is not rate limited."""
+    serving: bool = False
+    """The pod still serves: never the last Ready replica (a slow engine serves, an absent one does not)."""
+    drains: bool = False
+    """Planned: a serving pod is drained first (a stalled or crashed engine serves nobody, so it is not)."""
+    removes: bool = False
+    """Removes a replica rather than recreating it: a group's leader goes by shrinking the LeaderWorkerSet
+    (deleting the leader would make LWS recreate the group)."""
+
+
+#: One row per kind of deletion: adding a kind is a `RollReason` member and its row here, nothing else
+#: (tests/disruption/test_one_place.py).
+KINDS: Mapping[RollReason, Kind] = MappingProxyType(
+    {
+        RollReason.STALLED: Kind(
+            why="no forward progress, or a group lost a worker (health/stall.py, health/judge.py)", health=True
+        ),
+        RollReason.DRIFT: Kind(
+            why="engine steps slower than the pod's baseline (health/drift.py)", health=True, serving=True, drains=True
+        ),
+        RollReason.MAX_AGE: Kind(
+            why="older than spec.health.recycle allows (health/recycle.py)", health=True, serving=True, drains=True
+        ),
+        RollReason.SPEC_CHANGED: Kind(why="the pod runs an earlier spec", drains=True),
+        RollReason.SCALE_DOWN: Kind(why="more replicas than spec.replicas", drains=True, removes=True),
+        RollReason.DUPLICATE: Kind(why="a second pod for one replica index"),
+        RollReason.TOPOLOGY_CHANGED: Kind(
+            why="spec.parallelism.nodes went from 1 to more or back: a plain pod or a whole group makes way for "
+            "the other shape, one budgeted decision at a time",
+            drains=True,
+            removes=True,
+        ),
+        RollReason.GROUP_RECREATED: Kind(
+            why="observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was "
+            "evicted, or its rolling update replaced the group)"
+        ),
+    }
 )
-#: Reasons that remove a replica rather than recreate it: a group's leader with one of these is removed by
-#: shrinking the LeaderWorkerSet (deleting the leader would make LWS recreate the group).
-REMOVAL_REASONS = frozenset({RollReason.SCALE_DOWN, RollReason.TOPOLOGY_CHANGED})
+
+#: The rules' views of `KINDS` (derived: never listed by hand).
+HEALTH_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.health)
+SERVING_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.serving)
+PLANNED_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.drains)
+REMOVAL_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.removes)
 
 #: Every rule that may refuse a candidate, in the order of the chain (disruption/decide.py `REFUSALS`); the
 #: operator's metrics create a series for each at 0.
