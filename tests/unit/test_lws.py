@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from ascend_operator.api.parse import ParsedService, parse_resource
+from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.controller.groups import group_status
+from ascend_operator.controller.status import merge_patch
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash
 from ascend_operator.render.pod import Owner, build_pod_spec, build_service
@@ -207,7 +209,8 @@ def test_group_status_shows_each_group_its_leader_and_missing_workers() -> None:
         _view("dsr1-group-0-1", "0", "1", node="atlas-a2-1", ready=True),
         _view("dsr1-group-1", "1", "0", node="atlas-a2-2", ready=False),  # its worker is Pending for NPUs
     ]
-    assert group_status(pods, size=2) == [
+    written = merge_patch(AscendInferenceServiceStatus(groups=group_status(pods, size=2)))
+    assert written["groups"] == [  # the status patch's entries, as before the models
         {"index": 0, "leader": "dsr1-group-0", "ready": True, "pods": "2/2", "nodes": ["atlas-a2-0", "atlas-a2-1"]},
         {"index": 1, "leader": "dsr1-group-1", "ready": False, "pods": "1/2", "nodes": ["atlas-a2-2"]},
     ]

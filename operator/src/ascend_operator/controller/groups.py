@@ -1,8 +1,8 @@
 """The groups of a multi-node service, from its pods: their status, and what a pass asks of them.
 
-Pure. A group is one replica: its leader serves and is judged; the status also says whether every
-worker is there and on which nodes the group runs, so `kubectl get ais -o yaml` shows a group that
-is short of a worker (Pending for NPUs, or being recreated) without listing pods.
+Pure. A group is one replica: its leader serves and is judged; the status (`GroupStatus` of api/status.py)
+also says whether every worker is there and on which nodes the group runs, so `kubectl get ais -o yaml`
+shows a group that is short of a worker (Pending for NPUs, or being recreated) without listing pods.
 
 The plans say how big the LeaderWorkerSet is and which pods are deletion candidates when the spec
 switches between one node and several per replica (spec.parallelism.nodes) or scales groups down: every
@@ -12,13 +12,13 @@ instead of deleting every single-node pod or the whole set at once.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ascend_operator.api.status import GroupStatus
 from ascend_operator.controller.views import PodView
 from ascend_operator.disruption import Candidate, RollReason
 
 
-def group_status(pods: list[PodView], *, size: int) -> list[dict[str, Any]]:
+def group_status(pods: list[PodView], *, size: int) -> list[GroupStatus]:
     """`status.groups`: index, leader pod, Ready (the leader's verdict), pods present of `size`, nodes."""
     groups: dict[int, list[PodView]] = {}
     for pod in pods:
@@ -29,13 +29,13 @@ def group_status(pods: list[PodView], *, size: int) -> list[dict[str, Any]]:
         members = sorted(groups[index], key=lambda p: p.worker_index or 0)
         leader = next((p for p in members if p.worker_index == 0), None)
         out.append(
-            {
-                "index": index,
-                "leader": leader.name if leader else "",
-                "ready": bool(leader and leader.ready),
-                "pods": f"{len(members)}/{size}",
-                "nodes": [p.node for p in members if p.node],
-            }
+            GroupStatus(
+                index=index,
+                leader=leader.name if leader else "",
+                ready=bool(leader and leader.ready),
+                pods=f"{len(members)}/{size}",
+                nodes=[p.node for p in members if p.node],
+            )
         )
     return out
 
