@@ -32,6 +32,7 @@ from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.disrupt import Site, disrupt
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
+from ascend_operator.controller.status import PodFault
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
@@ -336,10 +337,10 @@ def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec
     return spec.health.in_startup_grace(epoch(pod.started_at), served=state.pods[pod.uid].served, now=now)
 
 
-def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, tuple[str, str]]:
+def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, PodFault]:
     """Verdicts that are a fault of the pod (the chain's `fault` rules): the status names them as the
     replica's cause (`causes.py`)."""
-    return {p.uid: (v.reason, v.message) for p in pods if (v := verdicts.get(p.uid)) is not None and v.reason in FAULTS}
+    return {p.uid: PodFault(v.reason, v.message) for p in pods if (v := verdicts.get(p.uid)) and v.reason in FAULTS}
 
 
 async def health_pass(

@@ -21,11 +21,9 @@ from ascend_operator.api.constants import POOL_CRD
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import INFERENCE_POOL_READY
 from ascend_operator.clients.kube import ApiRefused, KubeApi
+from ascend_operator.controller.status import ConditionRecord
 from ascend_operator.render.inferencepool import build_inference_pool, pool_name
 from ascend_operator.render.pod import Owner
-
-ConditionTuple = tuple[str, str, str, str]
-"""(type, status, reason, message), as `Observed.extra_conditions` takes them."""
 
 #: The chart value that grants the operator the inferencepools rule.
 CHART_VALUE = "routing.inferencePool.enabled=true"
@@ -68,13 +66,13 @@ def accepted_by(current: Mapping[str, Any] | None) -> list[str]:
     return accepted
 
 
-def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> ConditionTuple:
+def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> ConditionRecord:
     spec = desired["spec"]
     labels = ",".join(f"{k}={v}" for k, v in spec["selector"]["matchLabels"].items())
     ref = spec["endpointPickerRef"]
     parents = accepted_by(current)
     accepted = f"; accepted by {', '.join(parents)}" if parents else "; no gateway has accepted it yet"
-    return (
+    return ConditionRecord(
         INFERENCE_POOL_READY,
         "True",
         "Synced",
@@ -83,8 +81,8 @@ def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> Co
     )
 
 
-def crd_missing(name: str) -> ConditionTuple:
-    return (
+def crd_missing(name: str) -> ConditionRecord:
+    return ConditionRecord(
         INFERENCE_POOL_READY,
         "False",
         "CRDNotInstalled",
@@ -93,16 +91,16 @@ def crd_missing(name: str) -> ConditionTuple:
     )
 
 
-def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionTuple:
+def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionRecord:
     if exc.status == 403:
-        return (
+        return ConditionRecord(
             INFERENCE_POOL_READY,
             "False",
             "Forbidden",
             f"the operator may not manage InferencePool {name} in {namespace} ({exc.message}); install the "
             f"chart with {CHART_VALUE}",
         )
-    return (
+    return ConditionRecord(
         INFERENCE_POOL_READY,
         "False",
         "Rejected",
@@ -110,15 +108,15 @@ def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionTuple:
     )
 
 
-def previous_condition(previous: Mapping[str, Any] | None) -> ConditionTuple | None:
+def previous_condition(previous: Mapping[str, Any] | None) -> ConditionRecord | None:
     """The InferencePoolReady condition of the stored status, if any."""
     for cond in (previous or {}).get("conditions") or []:
         if cond.get("type") == INFERENCE_POOL_READY:
-            return (INFERENCE_POOL_READY, cond["status"], cond["reason"], cond.get("message", ""))
+            return ConditionRecord(INFERENCE_POOL_READY, cond["status"], cond["reason"], cond.get("message", ""))
     return None
 
 
-async def _remove(kube: KubeApi, owner: Owner) -> ConditionTuple | None:
+async def _remove(kube: KubeApi, owner: Owner) -> ConditionRecord | None:
     """Delete the pool this service owns (routing was turned off); None once nothing of ours is left, else
     the condition that keeps the removal pending for the next pass."""
     name = pool_name(owner)
@@ -130,13 +128,13 @@ async def _remove(kube: KubeApi, owner: Owner) -> ConditionTuple | None:
         if exc.status == 403:
             return _refused(exc, name, owner.namespace)
     except kopf.TemporaryError as exc:
-        return (INFERENCE_POOL_READY, "Unknown", "Retrying", f"removing InferencePool {name}: {exc}")
+        return ConditionRecord(INFERENCE_POOL_READY, "Unknown", "Retrying", f"removing InferencePool {name}: {exc}")
     return None
 
 
 async def sync_inference_pool(
     kube: KubeApi, spec: AscendInferenceServiceSpec, owner: Owner, previous: Mapping[str, Any] | None
-) -> Sequence[ConditionTuple]:
+) -> Sequence[ConditionRecord]:
     """Make the cluster's pool match the spec; the condition to report (none when routing is off)."""
     if not spec.routing.inference_pool.enabled:
         if previous_condition(previous) is None:
@@ -161,10 +159,10 @@ async def sync_inference_pool(
     except ApiRefused as exc:
         return (_refused(exc, name, owner.namespace),)
     except kopf.TemporaryError as exc:  # the API server did not answer: say so, retry on the next pass
-        return ((INFERENCE_POOL_READY, "Unknown", "Retrying", f"InferencePool {name}: {exc}"),)
+        return (ConditionRecord(INFERENCE_POOL_READY, "Unknown", "Retrying", f"InferencePool {name}: {exc}"),)
     if action is PoolAction.NOT_OWNED:
         return (
-            (
+            ConditionRecord(
                 INFERENCE_POOL_READY,
                 "False",
                 "NotOwned",
