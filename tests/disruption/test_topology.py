@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from ascend_operator.controller.clock import iso
+from ascend_operator.controller.disrupt import stored_rolls
 from ascend_operator.controller.groups import recreated_groups
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
@@ -173,7 +174,7 @@ async def test_a_group_lws_recreated_on_its_own_is_recorded_once_also_after_an_o
     assert record["message"].startswith("observed: LeaderWorkerSet recreated group 1")
     assert "GroupRecreated" in run.events
     restarted = Run(cluster, run.body)  # a new operator process: its memory is seeded from the status
-    restarted.memory.rolls = list(cluster.ais["status"]["rolls"])
+    restarted.memory.rolls = stored_rolls(cluster.ais["status"])
     restarted.clock = run.clock
     await restarted.passes(3)
     assert rolls(cluster) == [("dsr1-group-1", "GroupRecreated", "NotDrained")]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.status import Roll
 from ascend_operator.controller import faults
 from ascend_operator.controller.disrupt import Site, disrupt
 from ascend_operator.controller.memory import ServiceMemory
@@ -104,7 +105,7 @@ async def test_a_stall_is_recorded_before_its_pod_is_deleted(example: ParsedServ
     }
     assert kube.status["rolls"] == [record]
     assert kube.status["lastRoll"] == record
-    assert memory.rolls == [record]
+    assert memory.rolls == [Roll.model_validate(record)]
     assert events == ["Rolled"]
 
 
@@ -123,7 +124,7 @@ async def test_a_recorded_roll_whose_pod_survived_a_crash_is_completed_by_uid(ex
     """The operator died between the record and the delete: the restarted one deletes that uid, once."""
     recorded = {"time": "2027-01-15T08:00:00Z", "pod": "svc-0", "uid": "u0", "reason": "Stalled", "drain": "NotDrained"}
     kube = FakeKube([raw("svc-0", "u0", ready=False), raw("svc-1", "u1")], rolls=[recorded])
-    memory = ServiceMemory(rolls=[recorded])
+    memory = ServiceMemory(rolls=[Roll.model_validate(recorded)])
     await disrupt(site(kube, []), memory, example.spec, source="health", candidates=[])
     assert kube.calls == [("delete", "svc-0", "u0")]
     kube.pods = [raw("svc-0", "u0-successor", ready=False), raw("svc-1", "u1")]  # the replacement loads
@@ -199,7 +200,7 @@ async def test_a_rollout_of_many_replicas_does_not_push_the_hours_health_rolls_o
     rollout = [_spec_change(i) for i in range(25)][-20:]
     kube = FakeKube([raw("svc-0", "u0", ready=False), raw("svc-1", "u1")], rolls=rollout)
     kube.status["healthRolls"] = stalls
-    memory = ServiceMemory(served={"u0", "u1"}, rolls=rollout)
+    memory = ServiceMemory(served={"u0", "u1"}, rolls=[Roll.model_validate(r) for r in rollout])
     spec = _limited(example)
     stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED)
     decision = await disrupt(site(kube, []), memory, spec, source="health", candidates=[stall])

@@ -2,7 +2,13 @@
 
 from dataclasses import replace
 
-from ascend_operator.controller.status import Observed, compute_status, condition_events, status_changed
+from ascend_operator.controller.status import (
+    ConditionRecord,
+    Observed,
+    compute_status,
+    condition_events,
+    status_changed,
+)
 from ascend_operator.controller.views import PodView
 
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
@@ -88,7 +94,9 @@ def test_transition_time_moves_only_when_status_changes() -> None:
 
 
 def test_overrides_replace_a_computed_condition() -> None:
-    o = replace(obs([pod(0)]), overrides=[("Degraded", "True", "ConfigMismatch", "speculative_config=None")])
+    o = replace(
+        obs([pod(0)]), overrides=[ConditionRecord("Degraded", "True", "ConfigMismatch", "speculative_config=None")]
+    )
     assert conds(compute_status(o, previous=None, now=T0))["Degraded"] == ("True", "ConfigMismatch")
 
 

@@ -1,6 +1,8 @@
 """Every status the operator writes is valid under the CRD it ships: the API server prunes an unknown key
 silently and refuses a wrong type, so a status that strays from the schema is a user who sees nothing.
 
+The writes are the reconcile loop's status and the disruption step's roll records (a health roll with its
+time in healthRolls, a group LeaderWorkerSet recreated on its own), all built as api/status.py models.
 Each write is a JSON merge patch (RFC 7386) on the stored status; the check applies it as the API server
 does and validates the result against the generated CRD's `status` schema, made strict on unknown keys
 (the API server's pruning turned into an error, since a pruned key is the bug this guards against)."""
@@ -17,14 +19,16 @@ import pytest
 import yaml
 
 from ascend_operator.api.parse import ParsedService
-from ascend_operator.controller.disrupt import Site, disrupt
+from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
+from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.memory import ServiceMemory
-from ascend_operator.controller.status import ConditionRecord, Observed, compute_status
+from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch
 from ascend_operator.controller.views import PodView
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.samples import EngineSample
+from ascend_operator.render.lws import ANNOTATION_LEADERS
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
@@ -106,7 +110,7 @@ def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None
         "the spec turns invalid": base(spec_hash=None, endpoint=None, errors=["spec.engine: too big [HBMBudget]"]),
         "the engine figures go": base(extra=service_metrics([], now=9.0)),
         "a health roll is deferred, the pool synced": base(
-            overrides=[deferred], extra_conditions=[("InferencePoolReady", "True", "Synced", "pool svc")]
+            overrides=[deferred], extra_conditions=[ConditionRecord("InferencePoolReady", "True", "Synced", "pool svc")]
         ),
         "a multi-node service's groups": base(pods=groups, extra={"groups": group_status(groups, size=2)}),
         "scaled to zero": base(replicas=0, pods=[]),
@@ -130,7 +134,7 @@ def test_a_misspelt_or_mistyped_status_field_fails_before_it_reaches_the_api_ser
     with pytest.raises(pydantic.ValidationError, match="runningRequests"):
         compute_status(base(extra={"metrics": {"runningRequests": "three"}}), previous=None, now=T0)
     with pytest.raises(pydantic.ValidationError, match="status"):
-        compute_status(base(overrides=[("Degraded", "Yes", "RollDeferred", "x")]), previous=None, now=T0)
+        compute_status(base(overrides=[ConditionRecord("Degraded", "Yes", "RollDeferred", "x")]), previous=None, now=T0)
 
 
 def test_the_schema_check_refuses_what_the_api_server_prunes_or_refuses() -> None:
@@ -171,16 +175,60 @@ class RecordingKube:
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         return True
 
+    async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        return True
+
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+EARLIER = {  # what an earlier roll left: a record of every field, and the hourly limit's own record
+    "rolls": [
+        {"time": "2027-01-15T07:30:00Z", "pod": "svc-0", "uid": "u-old", "reason": "MaxAge", "drain": "Completed"}
+    ],
+    "healthRolls": ["2027-01-15T06:30:00Z", "2027-01-15T07:30:00Z"],  # the first is over an hour old: dropped
+}
+
+
+def recording_site(kube: RecordingKube) -> Site:
+    return Site(kube=kube, events=lambda *_: None, namespace="ns", service="svc", clock=lambda: NOW)  # type: ignore[arg-type]
+
 
 async def test_the_roll_record_the_disruption_step_writes_is_valid_under_the_crd(example: ParsedService) -> None:
     stalled = {
         "metadata": {"name": "svc-0", "uid": "u0", "labels": {"inference.ascend.dev/replica": "0"}},
         "status": {"phase": "Running", "startTime": T0, "conditions": [{"type": "Ready", "status": "False"}]},
     }
-    kube = RecordingKube([stalled], compute_status(base(), previous=None, now=T0))
-    site = Site(kube=kube, events=lambda *_: None, namespace="ns", service="svc", clock=lambda: 1_800_000_000.0)  # type: ignore[arg-type]
+    kube = RecordingKube([stalled], compute_status(base(), previous=None, now=T0) | EARLIER)
     stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED, message="no forward progress for 36s")
-    await disrupt(site, ServiceMemory(served={"u0"}), example.spec, source="health", candidates=[stall])
+    memory = ServiceMemory(served={"u0"})
+    await disrupt(recording_site(kube), memory, example.spec, source="health", candidates=[stall])
     assert [patch["lastRoll"]["reason"] for _, patch in kube.patches] == ["Stalled"]
-    for stored, patch in kube.patches:
-        assert errors(stored, patch) == []
+    ((stored, patch),) = kube.patches
+    assert errors(stored, patch) == []
+    assert patch["healthRolls"] == ["2027-01-15T07:30:00Z", "2027-01-15T08:00:00Z"]  # a health roll's time
+    assert patch["rolls"] == [EARLIER["rolls"][0], patch["lastRoll"]]  # the stored record as it was
+    assert set(patch["lastRoll"]) == {"time", "pod", "uid", "reason", "message", "drain"}
+    assert memory.rolls == [Roll.model_validate(r) for r in patch["rolls"]]
+
+
+async def test_the_record_of_a_group_recreated_on_its_own_is_valid_under_the_crd() -> None:
+    """LeaderWorkerSet replaced group 0's leader (u-gone) by itself: observe_groups records it, with no
+    health time (the hourly limit counts the operator's own health rolls only)."""
+    kube = RecordingKube([], compute_status(base(), previous=None, now=T0) | EARLIER)
+    leaders = json.dumps({"0": ["u-gone", "h"]})
+    lws = {"metadata": {"annotations": {ANNOTATION_LEADERS: leaders}}, "spec": {"replicas": 1}}
+    memory = ServiceMemory()
+    await observe_groups(recording_site(kube), memory, lws, [pod(0, group=0), pod(1, group=0)])
+    ((stored, patch),) = kube.patches
+    assert errors(stored, patch) == []
+    assert (patch["lastRoll"]["reason"], patch["lastRoll"]["uid"]) == ("GroupRecreated", "u-gone")
+    assert "healthRolls" not in patch
+    assert [r.reason for r in memory.rolls] == ["MaxAge", "GroupRecreated"]
+
+
+def test_a_misspelt_or_missing_roll_field_fails_before_it_reaches_the_api_server() -> None:
+    record = {"time": T0, "pod": "svc-0", "uid": "u0", "reason": "Stalled", "drain": "NotDrained"}
+    assert errors(None, merge_patch(AscendInferenceServiceStatus(rolls=[Roll.model_validate(record)]))) == []
+    with pytest.raises(pydantic.ValidationError, match="drian"):
+        Roll.model_validate({**record, "drian": "NotDrained"})
+    with pytest.raises(pydantic.ValidationError, match="reason"):
+        Roll.model_validate({k: v for k, v in record.items() if k != "reason"})

@@ -5,8 +5,10 @@ the health loop: stall, drift, age). Under the service's lock it re-lists the po
 loop's latest candidates, asks the pure decision (`ascend_operator.disruption.decide`) and executes it:
 - Drain: the drain annotation on the pod (so a restarted operator continues it), then the readiness gate
   False with reason Draining (the Service and InferencePool stop sending new requests);
-- Delete: first the roll record (time, pod, uid, reason, drain result) into status.rolls (and, for a health
-  reason, its time into status.healthRolls, the hourly limit's own record) with a resourceVersion
+- Delete: first the roll record (a `Roll` of api/status.py: time, pod, uid, reason, drain result) into
+  status.rolls (and, for a health reason, its time into status.healthRolls, the hourly limit's own record),
+  written as the status model's merge patch so a misspelt field fails here instead of being pruned by the
+  API server, with a resourceVersion
   precondition (409: someone wrote meanwhile; decide again next pass), then the pod with a uid precondition.
   A crash between the two leaves a record whose pod still exists: the next call completes it by uid, so
   the record is never lost and a successor pod (another uid) is never deleted.
@@ -25,12 +27,14 @@ import kopf
 
 from ascend_operator.api.constants import ANNOTATION_DRAIN, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import DEGRADED, PROGRESSING, AscendInferenceServiceStatus, Roll
 from ascend_operator.clients.kube import KubeApi
 from ascend_operator.controller import faults
 from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import record_refusal, record_roll
+from ascend_operator.controller.status import ConditionRecord, merge_patch
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import (
     HEALTH_REASONS,
@@ -97,12 +101,24 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
     return states
 
 
-def health_history(status: Mapping[str, Any], rolls: Sequence[Mapping[str, Any]]) -> list[float]:
+def stored_rolls(status: Mapping[str, Any]) -> list[Roll]:
+    """status.rolls as `Roll` records. The API server stored them under the schema `Roll` generates, so
+    each validates; one that does not (a hand-edited status) is left out, with a warning."""
+    rolls = []
+    for raw in status.get("rolls") or []:
+        try:
+            rolls.append(Roll.model_validate(raw))
+        except ValueError as exc:  # pydantic's ValidationError is one
+            log.warning("status.rolls entry %r left out: %s", raw, exc)
+    return rolls
+
+
+def health_history(status: Mapping[str, Any], rolls: Sequence[Roll]) -> list[float]:
     """Times of the health rolls (stall, drift, age) that spec.health.rolls limits: the limit's own record
     (status.healthRolls), plus any health roll status.rolls still shows (a record from before the field)."""
     health = {r.value for r in HEALTH_REASONS}
     own = list(status.get("healthRolls") or [])
-    stamps = [*own, *(r.get("time") for r in rolls if r.get("reason") in health and r.get("time") not in own)]
+    stamps = [*own, *(r.time for r in rolls if r.reason in health and r.time not in own)]
     return sorted(t for s in stamps if (t := epoch(s)) is not None)
 
 
@@ -112,23 +128,24 @@ def kept_health_rolls(status: Mapping[str, Any], *, now: float) -> list[str]:
     return [s for t, s in sorted(times) if now - t < HOUR][-HEALTH_ROLLS_KEPT:]
 
 
-def deferred(decision: Decision) -> list[tuple[str, str, str, str]]:
+def deferred(decision: Decision) -> list[ConditionRecord]:
     """Degraded/RollDeferred for a health roll a rule refused: what was found, on which pod, which rule."""
     return [
-        ("Degraded", "True", "RollDeferred", f"{h.candidate.reason} on {h.candidate.pod}: {h.message}")
+        ConditionRecord(DEGRADED, "True", "RollDeferred", f"{h.candidate.reason} on {h.candidate.pod}: {h.message}")
         for h in decision.held
         if h.refused and h.candidate.reason in HEALTH_REASONS and h.rule != "PodGone"
     ]
 
 
-def switching(decision: Decision) -> list[tuple[str, str, str, str]]:
+def switching(decision: Decision) -> list[ConditionRecord]:
     """Progressing/TopologySwitchWaiting while a switch between one node and several per replica waits for
     capacity: what the other shape needs, and what the budget waits for."""
     waits = [h for h in decision.held if h.refused and h.candidate.reason is RollReason.TOPOLOGY_CHANGED]
     if not waits:
         return []
     first = waits[0]
-    return [("Progressing", "True", "TopologySwitchWaiting", f"{first.candidate.message}; {first.message}")]
+    message = f"{first.candidate.message}; {first.message}"
+    return [ConditionRecord(PROGRESSING, "True", "TopologySwitchWaiting", message)]
 
 
 async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candidate]) -> list[float]:
@@ -161,13 +178,13 @@ async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[
     live = {p.uid: p for p in views if not p.terminating}
     found = False
     for record in memory.rolls:
-        pod = live.get(str(record.get("uid") or ""))
+        pod = live.get(record.uid)
         if pod is None:
             continue
         found = True
-        reason = _reason(record.get("reason")) or RollReason.STALLED
+        reason = _reason(record.reason) or RollReason.STALLED
         if await _remove(site, pod, name=pod.name, uid=pod.uid, reason=reason):
-            site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.get('time')}")
+            site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.time}")
     return found
 
 
@@ -192,30 +209,26 @@ async def _drain(site: Site, action: Drain) -> None:
     site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
 
 
-def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str, drain: DrainResult) -> dict[str, Any]:
-    return {
-        "time": iso(site.clock()),
-        "pod": pod,
-        "uid": uid,
-        "reason": reason.value,
-        "message": message[:1000],
-        "drain": drain.value,
-    }
+def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str, drain: DrainResult) -> Roll:
+    return Roll(
+        time=iso(site.clock()), pod=pod, uid=uid, reason=reason.value, message=message[:1000], drain=drain.value
+    )
 
 
-async def _append(site: Site, memory: ServiceMemory, records: Sequence[dict[str, Any]], *, health: bool) -> bool:
+async def _append(site: Site, memory: ServiceMemory, records: Sequence[Roll], *, health: bool) -> bool:
     """Append roll records to status.rolls (and, for a health roll, its time to status.healthRolls) under a
     resourceVersion precondition; False when the object moved on meanwhile (nothing written)."""
     current = await site.kube.read_ais(site.namespace, site.service)
     if current is None:
         return False
     status = current.get("status") or {}
-    stored = list(status.get("rolls") or [])
+    stored = stored_rolls(status)
     rolls = [*stored, *records][-KEEP_ROLLS:]
-    written: dict[str, Any] = {"rolls": rolls, "lastRoll": records[-1]}
+    fields: dict[str, Any] = {"rolls": rolls, "last_roll": records[-1]}
     if health:
-        times = [*kept_health_rolls(status, now=site.clock()), *(r["time"] for r in records)]
-        written["healthRolls"] = times[-HEALTH_ROLLS_KEPT:]
+        times = [*kept_health_rolls(status, now=site.clock()), *(r.time for r in records)]
+        fields["health_rolls"] = times[-HEALTH_ROLLS_KEPT:]
+    written = merge_patch(AscendInferenceServiceStatus(**fields))  # only these fields: the rest is not ours here
     version = str((current.get("metadata") or {}).get("resourceVersion") or "")
     if not await site.kube.patch_status_at(site.namespace, site.service, version, written):
         memory.rolls = stored  # moved on meanwhile: decide again on the next pass, from what is stored
@@ -255,7 +268,7 @@ async def observe_groups(site: Site, memory: ServiceMemory, lws: Mapping[str, An
         if isinstance(v, list) and v and all(isinstance(x, str) for x in v)
     }
     async with memory.lock:
-        recorded = {str(r.get("uid") or "") for r in memory.rolls}
+        recorded = {r.uid for r in memory.rolls}
         found = recreated_groups(seen=seen, pods=pods, recorded=recorded)
         records = [
             _record(site, pod=g.pod, uid=g.uid, reason=g.reason, message=g.message, drain=DrainResult.NOT_DRAINED)

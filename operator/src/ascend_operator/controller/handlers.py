@@ -25,6 +25,7 @@ from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.controller.disrupt import stored_rolls
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, record_pass, start_service
 from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
@@ -100,7 +101,7 @@ def service_memory(memo: kopf.Memo, body: kopf.Body) -> ServiceMemory:
     key = (body.metadata.namespace, body.metadata.name)
     if key not in memo.services:
         memory = ServiceMemory()
-        memory.rolls = list(body.status.get("rolls") or [])  # recorded-but-not-deleted rolls are completed
+        memory.rolls = stored_rolls(body.status)  # recorded-but-not-deleted rolls are completed
         memo.services[key] = memory
     result: ServiceMemory = memo.services[key]
     return result

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.controller.status import LIVE_KEYS, changed_keys
+from ascend_operator.api.status import Roll
+from ascend_operator.controller.status import LIVE_KEYS, ConditionRecord, PodFault, changed_keys
 from ascend_operator.disruption import Candidate
 
 
@@ -23,12 +24,12 @@ class ServiceMemory:
 
     announced_generation: int | None = None
     extra_status: dict[str, Any] = field(default_factory=dict)
-    overrides: Sequence[tuple[str, str, str, str]] = ()
-    """`ConditionRecord`s that replace a computed condition (Degraded/RollDeferred for a refused health roll);
-    a plain (type, status, reason, message) is one too, for writers not yet converted."""
-    pod_faults: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod uid -> `PodFault` (reason, message) of the health loop's fault verdicts (ConfigMismatch, Stalled)."""
-    rolls: list[dict[str, Any]] = field(default_factory=list)
+    overrides: Sequence[ConditionRecord] = ()
+    """Conditions that replace a computed one (Degraded/RollDeferred for a refused health roll,
+    Progressing/TopologySwitchWaiting)."""
+    pod_faults: Mapping[str, PodFault] = field(default_factory=dict)
+    """Pod uid -> the health loop's fault verdicts (ConfigMismatch, Stalled)."""
+    rolls: list[Roll] = field(default_factory=list)
     """status.rolls as last written by the disruption step (seeded from the stored status on start)."""
     candidates: dict[str, list[Candidate]] = field(default_factory=dict)
     """Deletion candidates by loop ("reconcile", "health"): each loop's latest, decided on together."""

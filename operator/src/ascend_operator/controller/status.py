@@ -71,18 +71,18 @@ class Observed:
     """Pod name -> message of its latest FailedMount event."""
     create_failures: Mapping[str, str] = field(default_factory=dict)
     """Pod name -> the API server's message for a refused create (the replica shows PodCreateFailed)."""
-    health: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    """Pod uid -> `PodFault` (or a plain (reason, message)) the health loop found."""
+    health: Mapping[str, PodFault] = field(default_factory=dict)
+    """Pod uid -> the fault the health loop found."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Further status fields computed elsewhere (engine metrics, groups), camelCase as stored: validated
-    against `AscendInferenceServiceStatus` and merged over the computed ones."""
-    overrides: Sequence[tuple[str, str, str, str]] = ()
-    """`ConditionRecord`s (or plain 4-tuples) that replace the computed condition of that type."""
+    """Further status fields computed elsewhere, camelCase as stored (engine metrics) or as their models
+    (`GroupStatus`es under "groups"): validated against `AscendInferenceServiceStatus` and merged over the
+    computed ones."""
+    overrides: Sequence[ConditionRecord] = ()
+    """Conditions that replace the computed condition of their type."""
     selector: str | None = None
     """The engine pods' label selector, published for the scale subresource."""
-    extra_conditions: Sequence[tuple[str, str, str, str]] = ()
-    """Conditions of optional features (InferencePoolReady), appended after the four computed ones; each a
-    `ConditionRecord` or a plain 4-tuple."""
+    extra_conditions: Sequence[ConditionRecord] = ()
+    """Conditions of optional features (InferencePoolReady), appended after the four computed ones."""
 
 
 def _cond(kind: str, ok: bool, reason: str, message: str) -> ConditionRecord:
@@ -175,9 +175,9 @@ def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str)
         _available(obs, ready, causes),
         _progressing(obs, ready),
         _degraded(obs, causes),
-        *(ConditionRecord._make(c) for c in obs.extra_conditions),
+        *obs.extra_conditions,
     ]
-    replaced = {c[0]: ConditionRecord._make(c) for c in obs.overrides}
+    replaced = {c.type: c for c in obs.overrides}
     before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
     status = AscendInferenceServiceStatus(
         observed_generation=obs.generation,
