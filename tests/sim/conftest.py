@@ -59,7 +59,7 @@ def base_args(*extra: str, scale: float = 1000.0, spec: bool = True) -> list[str
     return [*args, *extra]
 
 
-@dataclass
+@dataclass(repr=False)
 class Sim:
     """A running in-process simulator and an HTTP session to it."""
 
@@ -94,6 +94,32 @@ class Sim:
     async def fault(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
         async with self.session.post(self.base + "/sim/faults", json=body) as resp:
             return resp.status, await resp.json()
+
+    @property
+    def steps(self) -> int:
+        """Scheduler steps of every engine so far."""
+        return sum(core.sched.steps for core in self.running.engine.cores)
+
+    @property
+    def queued(self) -> int:
+        """Requests the schedulers hold but do not run."""
+        return sum(len(core.sched.waiting) for core in self.running.engine.cores)
+
+    @property
+    def parked(self) -> bool:
+        """Every engine's step loop waits for a wake with none pending: nothing more happens until a request,
+        an abort, a fault change or a peer wakes it (aissim/engine.py `EngineCore.parked`)."""
+        return all(core.parked for core in self.running.engine.cores)
+
+
+async def until(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
+    """Wait for an in-process condition. With `Sim.parked` it is how a test says "nothing happened": not
+    "nothing in N seconds" but "the engine looked at what woke it and went back to waiting"."""
+    async with asyncio.timeout(within):
+        while True:  # in-process state with no event of its own to await: looked at every 5 ms
+            if predicate():
+                return
+            await asyncio.sleep(0.005)
 
 
 SimFactory = Callable[..., Awaitable[Sim]]

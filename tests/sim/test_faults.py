@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import pytest
 
-from tests.sim.conftest import MODEL, Sim, SimFactory, base_args
+from tests.sim.conftest import MODEL, Sim, SimFactory, base_args, until
 
 PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:iteration_tokens_total_count")
 
@@ -60,23 +60,28 @@ async def test_stall_at_kv_with_a_512k_request(sim: SimFactory) -> None:
         return (await s.totals())["vllm:kv_cache_usage_perc"] >= 0.975
 
     await wait_for(kv_past_threshold)
-    before = await s.totals()
-    await asyncio.sleep(0.5)  # 500 engine seconds at this scale: the whole request would have finished
+    await until(lambda: s.parked)  # the step that crossed 97.5% was its last: the loop waits to be woken
+    steps, before = s.steps, await s.totals()
+    canary = asyncio.create_task(s.complete(prompt="ping", max_tokens=4))
+    await until(lambda: s.queued == 1 and s.parked)  # the canary woke it; it looked, and stepped no more
     after = await s.totals()
+    assert s.steps == steps
     for name in PROGRESS:
         assert after[name] == before[name], name
-    assert after["vllm:num_requests_running"] == 1
+    assert (after["vllm:num_requests_running"], after["vllm:num_requests_waiting"]) == (1, 1)
+    assert after["vllm:kv_cache_usage_perc"] == before["vllm:kv_cache_usage_perc"]
     assert not long_request.done()
+    assert not canary.done()
     await assert_http_alive(s)
-    assert await canary_times_out(s)
     state = await s.state()
     assert state["engines"][0]["stalled"] is True  # type: ignore[index]
-    # Clearing the fault lets the request finish: it was stalled, not lost.
+    # Clearing the fault lets both finish: they were stalled, not lost.
     async with s.session.delete(s.base + "/sim/faults") as resp:
         assert resp.status == 200
     status, body = await asyncio.wait_for(long_request, timeout=10)
     assert status == 200
     assert body["usage"]["completion_tokens"] == 64  # type: ignore[index]
+    assert (await asyncio.wait_for(canary, timeout=10))[0] == 200
 
 
 async def test_without_the_fault_a_512k_request_completes_past_97_5_percent(sim: SimFactory) -> None:
@@ -130,12 +135,14 @@ async def test_a_hung_engine_core_freezes_its_series_while_the_api_server_accept
     busy = asyncio.create_task(s.complete(prompt="busy", max_tokens=2000, ignore_eos=True))
     await wait_for(lambda: _running_is(s, 1))
     await s.fault({"fault": "hang"})
-    await asyncio.sleep(0.1)  # the step in flight when it stopped does not end
+    steps = s.steps
+    await until(lambda: s.parked)  # the step in flight when it stopped does not end
     before = await s.totals()
     arrivals = [asyncio.create_task(s.complete(max_tokens=4)) for _ in range(3)]
-    await asyncio.sleep(0.3)
+    await until(lambda: s.queued == 3 and s.parked)  # they reached the engine core, which stayed stopped
     await assert_http_alive(s)
     after = await s.totals()
+    assert s.steps == steps
     for name in ENGINE_CORE_SERIES:
         assert after[name] == before[name], name
     assert (after["vllm:num_requests_running"], after["vllm:num_requests_waiting"]) == (1, 0)
@@ -156,14 +163,15 @@ async def test_an_idle_hung_engine_shows_no_waiting_canary(sim: SimFactory) -> N
     s = await sim(base_args())
     await s.fault({"fault": "hang"})
     canary = asyncio.create_task(s.complete(max_tokens=4))
-    await asyncio.sleep(0.2)
+    await until(lambda: s.queued == 1 and s.parked)  # it reached the stopped engine core
     totals = await s.totals()
     assert not canary.done()
+    assert s.steps == 0
     # what the last scheduler stats said at idle; vLLM has no way to see the stuck canary as waiting
     assert (totals["vllm:num_requests_running"], totals["vllm:num_requests_waiting"]) == (0, 0)
     canary.cancel()
     await asyncio.gather(canary, return_exceptions=True)
-    await asyncio.sleep(0.05)
+    await until(lambda: s.queued == 0 and s.parked)  # the server saw the client go and aborted the request
     assert (await s.totals())["vllm:request_success_total"] == 0  # the abandoned canary is not counted
 
 

@@ -14,10 +14,11 @@ from dataclasses import replace
 
 import pytest
 
+from aissim.group import LeaderLink
 from ascend_operator.api.health import StallSpec
 from ascend_operator.health.samples import EngineSample, parse_metrics
 from ascend_operator.health.stall import detect_stall
-from tests.sim.conftest import Sim, SimFactory, base_args, loopback
+from tests.sim.conftest import Sim, SimFactory, base_args, loopback, until
 
 
 def _group_args(host: str, rpc: int, *, worker: bool, scale: float = 1000.0) -> list[str]:
@@ -35,8 +36,8 @@ async def test_leader_serves_every_rank_and_stops_when_the_worker_hangs(sim: Sim
     host, rpc = loopback(), random.randint(20000, 40000)
     leader = await sim(_group_args(host, rpc, worker=False))
     early = asyncio.ensure_future(leader.complete(max_tokens=2))
-    await asyncio.sleep(1.0)
-    assert not early.done()  # before the worker joined no rank makes progress
+    await until(lambda: leader.queued == 1 and leader.parked)
+    assert (leader.steps, early.done()) == (0, False)  # before the worker joined no rank makes progress
     worker = await sim(_group_args(host, rpc, worker=True))
     async with worker.session.get(worker.base + "/v1/models") as resp:
         assert resp.status == 404  # a headless worker serves no OpenAI API
@@ -51,10 +52,13 @@ async def test_leader_serves_every_rank_and_stops_when_the_worker_hangs(sim: Sim
 
     code, _ = await worker.fault({"fault": "hang"})
     assert code == 200
-    await asyncio.sleep(2.0)  # past the leader's peer timeout
+    (link,) = leader.running.links
+    assert isinstance(link, LeaderLink)
+    await until(lambda: link.lost() == [2, 3])  # its heartbeats stopped for longer than the peer timeout
+    steps = leader.steps
     pending = asyncio.ensure_future(leader.complete(max_tokens=4))
-    await asyncio.sleep(2.0)
-    assert not pending.done()  # requests sit with no forward progress, /health still answers
+    await until(lambda: leader.queued == 1 and leader.parked)
+    assert (leader.steps, pending.done()) == (steps, False)  # no forward progress, /health still answers
     async with leader.session.get(leader.base + "/health") as resp:
         assert resp.status == 200
     async with worker.session.delete(worker.base + "/sim/faults") as resp:

@@ -114,6 +114,7 @@ class EngineCore:
         self._reading_since = 0.0
         #: True while a peer of a multi-node group is lost: every rank's collectives wait (aissim/group.py).
         self.peers_lost: Callable[[], bool] = lambda: False
+        self._waiting_for_wake = False
 
     def submit(self, req: SimRequest) -> Delivery:
         """A new request reaches the scheduler; the gauges see it only after the engine core's next step."""
@@ -132,6 +133,21 @@ class EngineCore:
         self.deliveries.pop(req, None)
         if self.sched.abort(req):
             self.wake.set()
+
+    @property
+    def parked(self) -> bool:
+        """The step loop waits on its wake event and no wake is pending: idle, hung, stalled or holding a step
+        while frozen. Until a request, an abort, a fault change or a peer wakes it, nothing happens (no step,
+        no stats), so a test can say "nothing more will happen" without sleeping."""
+        return self._waiting_for_wake and not self.wake.is_set()
+
+    async def _park(self) -> None:
+        self.wake.clear()
+        self._waiting_for_wake = True
+        try:
+            await self.wake.wait()
+        finally:
+            self._waiting_for_wake = False
 
     @property
     def frozen(self) -> bool:
@@ -192,8 +208,7 @@ class EngineCore:
                     # as waiting, an aborted request as gone.
                     self._publish(queries=0, hits=0)
                 self._prev_end = None
-                self.wake.clear()
-                await self.wake.wait()
+                await self._park()
                 if frozen and not self.frozen:
                     self._reading_since = self.clock.now()  # resumed: it reads what arrived while stopped
                 continue
@@ -202,8 +217,7 @@ class EngineCore:
             if plan.empty:  # work exists but none fits (e.g. a prompt larger than the whole pool)
                 self._publish(queries=0, hits=0)
                 self._prev_end = None
-                self.wake.clear()
-                await self.wake.wait()
+                await self._park()
                 continue
             seconds = self.sched.step_seconds(plan) * self.faults.step_multiplier(now=start)
             end = start + seconds
@@ -211,8 +225,7 @@ class EngineCore:
             await asyncio.sleep(delay if delay > 0 else 0)
             if self.frozen:  # stopped mid-step: the step ends only when the process runs again
                 while self.frozen:
-                    self.wake.clear()
-                    await self.wake.wait()
+                    await self._park()
                 end = max(end, self.clock.now())
             it, emitted = self.sched.complete(plan, end=end)
             self.engine_time = end
@@ -242,6 +255,7 @@ class EngineCore:
             "kv_blocks_total": self.pool.total_blocks,
             "steps": self.sched.steps,
             "stalled": self.stalled,
+            "parked": self.parked,
             "last_step_end_engine_s": round(self.engine_time, 6),
             "busy_engine_s": self.busy_seconds,
         }
