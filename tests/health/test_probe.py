@@ -12,7 +12,7 @@ from pathlib import Path
 from ascend_operator import probe
 from ascend_operator.health import progress
 from ascend_operator.render.probes import probe_source
-from tests.sim.conftest import MODEL, SimFactory, base_args, sim  # noqa: F401  (a fixture of tests/sim)
+from tests.sim.conftest import MODEL, SimFactory, base_args, sim, until  # noqa: F401  (a fixture of tests/sim)
 
 
 def test_probe_imports_only_the_standard_library() -> None:
@@ -56,10 +56,12 @@ async def test_busy_engine_with_a_queued_canary_stays_ready(sim: SimFactory) -> 
     s = await sim(base_args(scale=1.0))
     load = [asyncio.create_task(s.complete(max_tokens=400, ignore_eos=True)) for _ in range(40)]
     try:
-        await asyncio.sleep(1.0)
+        await until(lambda: s.queued == 8)  # every slot taken, eight behind them: the canary will queue
+        steps = s.steps
         assert await _probe(s.running.host, s.running.port, timeout=0.5) == 0
-        state = await s.state()
-        assert state["engines"][0]["waiting"] > 0  # type: ignore[index]
+        assert s.queued > 0  # still full when the probe passed: it passed on progress, not on a free slot
+        assert s.steps > steps
+        assert not any(task.done() for task in load)
     finally:
         for task in load:
             task.cancel()
@@ -71,10 +73,12 @@ async def test_canary_behind_a_lone_long_prefill_stays_ready(sim: SimFactory) ->
     # counter and no iteration count moves until it completes; only the KV gauge does, and that is progress.
     s = await sim(base_args(scale=1.0))
     long = asyncio.create_task(s.complete(sim_prompt_tokens=262_144, max_tokens=4, ignore_eos=True))
+    (core,) = s.running.engine.cores
     try:
-        await asyncio.sleep(3.0)
+        await until(lambda: core.pool.usage > 0)  # the first chunk is in: the prefill runs
         assert await _probe(s.running.host, s.running.port, timeout=2.0) == 0
         assert not long.done()  # still prefilling: the probe passed during the prefill, not after it
+        assert (await s.totals())["vllm:generation_tokens_total"] == 0
     finally:
         long.cancel()
         await asyncio.gather(long, return_exceptions=True)
