@@ -154,6 +154,8 @@ class Proc:
     popen: subprocess.Popen[str]
     host: str
     port: int
+    bound_line: str = ""
+    """The log line that said where it listens (and that the model starts loading)."""
 
     @property
     def base(self) -> str:
@@ -184,7 +186,7 @@ def await_bind(popen: subprocess.Popen[str]) -> Proc:
             break
         match = _LISTEN.search(line)
         if match:
-            return Proc(popen, match.group(1), int(match.group(2)))
+            return Proc(popen, match.group(1), int(match.group(2)), bound_line=line)
     popen.kill()
     raise AssertionError(f"simulator did not bind; exit={popen.poll()}")
 
