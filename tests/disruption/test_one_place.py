@@ -1,6 +1,7 @@
 """A kind of deletion is one place: its `RollReason` member and its row in disruption/model.py `KINDS` (health or
 planned, drained or not, counted by the hourly limit, a removal or a recreation). The rule sets, the refusal
-chain, the status' roll history, the events and the metrics read those; nothing else spells the reason.
+chain, the status' roll history, the events, the metrics and docs/disruption.md's table read those; nothing
+else spells the reason.
 
 Why a test: before the table, a kind's rules were its membership in four hand-listed sets, so a new health
 reason left out of `HEALTH_REASONS` silently escaped the startup grace and the hourly limit, and nothing said
@@ -31,6 +32,7 @@ from ascend_operator.disruption import (
     decide,
 )
 from ascend_operator.disruption import model as disruption_model
+from ascend_operator.disruption.docs import kinds_table, table_in
 
 PACKAGE = Path(disruption_model.__file__).resolve().parents[1]
 ENTRY = "disruption/model.py"
@@ -90,6 +92,13 @@ def test_the_refusal_chain_names_no_kind() -> None:
         ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "RollReason"
     ]
     assert not named, named
+
+
+def test_the_docs_table_is_the_rows() -> None:
+    page = (PACKAGE.parents[2] / "docs" / "disruption.md").read_text()
+    assert table_in(page) == kinds_table(), (
+        "regenerate the table: .venv/bin/python -m ascend_operator.disruption.docs docs/disruption.md"
+    )
 
 
 def test_the_status_names_every_kind() -> None:

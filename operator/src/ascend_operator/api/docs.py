@@ -49,18 +49,31 @@ def api_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-BEGIN, END = "<!-- api:begin -->\n", "<!-- api:end -->"
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:begin -->\n", f"<!-- {name}:end -->"
+
+
+def with_block(page: str, name: str, body: str) -> str:
+    """`page` with the text between its `name` markers replaced by `body` (a generated part of a docs page)."""
+    begin, end = _markers(name)
+    head, rest = page.split(begin, 1)
+    return head + begin + body + end + rest.split(end, 1)[1]
+
+
+def block_in(page: str, name: str) -> str:
+    """The text a page carries between its `name` markers."""
+    begin, end = _markers(name)
+    return page.split(begin, 1)[1].split(end, 1)[0]
 
 
 def with_table(page: str) -> str:
     """`page` with the text between its api markers replaced by the current table."""
-    head, rest = page.split(BEGIN, 1)
-    return head + BEGIN + api_table() + END + rest.split(END, 1)[1]
+    return with_block(page, "api", api_table())
 
 
 def table_in(page: str) -> str:
     """The table a page carries between its api markers."""
-    return page.split(BEGIN, 1)[1].split(END, 1)[0]
+    return block_in(page, "api")
 
 
 if __name__ == "__main__":
