@@ -35,6 +35,17 @@ async def get_json(base: str, path: str) -> dict[str, object]:
         return data
 
 
+async def parked(proc: Proc, *, within: float = 10.0) -> None:
+    """Wait until every engine of a simulator process reports its step loop parked (/sim/state)."""
+    async with asyncio.timeout(within):
+        while True:
+            engines = (await get_json(proc.base, "/sim/state"))["engines"]
+            assert isinstance(engines, list)
+            if all(e["parked"] for e in engines):
+                return
+            await asyncio.sleep(0.05)
+
+
 async def test_the_production_command_starts_unchanged(spawn: Spawn) -> None:
     env = {"AIS_SIM_BIND_HOST": loopback(), "AIS_SIM_BIND_PORT": "0", "AIS_SIM_TIME_SCALE": "100"}
     (proc,) = spawn(PRODUCTION, env=env)
@@ -123,7 +134,7 @@ async def test_twenty_instances_share_two_cores_and_idle_ones_use_no_cpu(spawn: 
                 return int(usage["completion_tokens"])
 
         assert await asyncio.gather(*(one(p) for p in procs)) == [16] * 20
-    await asyncio.sleep(0.5)
+    await parked(procs[0])  # its step loop waits on its event: from here on it should spend nothing
     idle = procs[0].popen.pid
     before = cpu_seconds(idle)
     await asyncio.sleep(3)
