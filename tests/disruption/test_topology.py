@@ -15,10 +15,10 @@ import yaml
 
 from ascend_operator.controller.clock import iso
 from ascend_operator.controller.disrupt import stored_rolls
-from ascend_operator.controller.groups import recreated_groups
+from ascend_operator.controller.groups import leaders_seen, recreated_groups
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
-from ascend_operator.controller.views import pod_view
+from ascend_operator.controller.views import PodView, pod_view
 from tests.disruption.cluster import Cluster
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dsr1-2node.yaml"
@@ -216,6 +216,30 @@ def test_a_group_the_operator_rolled_itself_is_not_recorded_again_as_observed() 
     assert recreated_groups(seen=seen, pods=[leader], recorded={"old"}) == []  # its Stalled record names "old"
     (found,) = recreated_groups(seen=seen, pods=[leader], recorded=set())
     assert (found.pod, found.uid, found.reason) == ("dsr1-group-0", "old", "GroupRecreated")
+    # The operator rolled "old"; LWS, deleting the worker too, recreated the group once more before its
+    # interim leader "mid" ever served (seen in CI: the Stalled roll came with a second, GroupRecreated, record)
+    assert recreated_groups(seen={"0": ["mid", "", "0"]}, pods=[leader], recorded={"old"}) == []
+    (found,) = recreated_groups(seen={"0": ["mid", "", "1"]}, pods=[leader], recorded={"old"})
+    assert found.uid == "mid"
+
+
+def test_the_leaders_annotation_remembers_which_leader_served() -> None:
+    def leader(uid: str, *, ready: bool) -> PodView:
+        labels = {"leaderworkerset.sigs.k8s.io/group-index": "0", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
+        conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+        return pod_view(
+            {
+                "metadata": {"name": "dsr1-group-0", "uid": uid, "labels": labels},
+                "status": {"phase": "Running", "conditions": conditions},
+            }
+        )
+
+    loading = leaders_seen([leader("a", ready=False)], before={}, size=1)
+    assert loading == {"0": ["a", "", "0"]}
+    serving = leaders_seen([leader("a", ready=True)], before=loading, size=1)
+    assert serving == {"0": ["a", "", "1"]}
+    # unready again (a canary failing): it served, and a recreation of its group is still one to record
+    assert leaders_seen([leader("a", ready=False)], before=serving, size=1) == serving
 
 
 @pytest.mark.parametrize(("nodes_before", "nodes_after"), [(1, 2), (2, 1)])

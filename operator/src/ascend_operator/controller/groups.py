@@ -155,11 +155,16 @@ class Recreated:
 
 
 def leaders_seen(pods: Sequence[PodView], *, before: Mapping[str, Sequence[str]], size: int) -> dict[str, list[str]]:
-    """Group index -> [leader uid, its spec hash], what the set's annotation keeps: the live leaders, and for
-    a group being recreated (no live leader yet) the one seen before; groups at or above the set's size
-    (removed) are forgotten, so a group made again later is not taken for a recreation."""
+    """Group index -> [leader uid, its spec hash, "1" once it served], what the set's annotation keeps: the
+    live leaders, and for a group being recreated (no live leader yet) the one seen before; groups at or above
+    the set's size (removed) are forgotten, so a group made again later is not taken for a recreation."""
     kept = {i: list(v) for i, v in before.items() if i.isdigit() and int(i) < size and len(v) >= 1}
-    live = {str(i): [p.uid, p.spec_hash or ""] for i, p in _live_leaders(pods).items()}
+
+    def served(index: str, leader: PodView) -> str:
+        was = kept.get(index, [])
+        return "1" if leader.ready or (was[:1] == [leader.uid] and was[2:3] == ["1"]) else "0"
+
+    live = {str(i): [p.uid, p.spec_hash or "", served(str(i), p)] for i, p in _live_leaders(pods).items()}
     merged = {**kept, **live}
     return {i: merged[i] for i in sorted(merged, key=int)}
 
@@ -170,11 +175,13 @@ def recreated_groups(
     """Groups whose leader is another pod than the one seen last, without a roll recorded for the one seen
     (the operator's own rolls record the leader before deleting it): LeaderWorkerSet recreated them itself,
     after a member restarted or was evicted (GroupRecreated), or in its rolling update (SpecChanged: the new
-    leader runs another template). A group with no live leader yet is looked at once it has one."""
+    leader runs another template). A group with no live leader yet is looked at once it has one. A leader
+    that never served is not counted: its group was still being recreated (the operator's own roll of a leader
+    makes LWS delete the worker too, which recreates the group once more before it ever served)."""
     out = []
     for index, leader in sorted(_live_leaders(pods).items()):
         before = seen.get(str(index))
-        if not before or before[0] == leader.uid or before[0] in recorded:
+        if not before or before[0] == leader.uid or before[0] in recorded or before[2:3] == ["0"]:
             continue
         old_hash = before[1] if len(before) > 1 else ""
         if old_hash and leader.spec_hash and old_hash != leader.spec_hash:
