@@ -49,7 +49,8 @@ def config_mismatch(p: Pod) -> Pod:
 
 
 def not_answering(p: Pod) -> Pod:
-    return replace(p, now=p.now + 4 * CFG.scrape_interval_seconds)
+    # no scrape answered for 4 intervals, nor a canary for 4 intervals and a canary period
+    return replace(p, now=p.now + 4 * CFG.scrape_interval_seconds + CFG.canary.period_seconds)
 
 
 def stalled(p: Pod) -> Pod:

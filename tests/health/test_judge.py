@@ -41,6 +41,18 @@ def test_silent_engine_is_not_ready() -> None:
     assert judge(PodHealth(), now=0.0, cfg=CFG).reason == "EngineNotAnswering"
 
 
+def test_slow_metrics_do_not_unready_an_engine_whose_canary_gets_tokens() -> None:
+    # seen on the real engine (2 cores, 8 clients behind 2 slots): scrapes unanswered for 15 s+, canaries pass
+    state = healthy()
+    stale = state.samples[-1].t + 3 * CFG.scrape_interval_seconds + 1.0
+    answered = replace(state, last_canary=stale - 1.0, canary_failures=0)
+    assert judge(answered, now=stale, cfg=CFG).reason == "CanaryPassing"
+    failing = replace(answered, canary_failures=1)
+    assert judge(failing, now=stale, cfg=CFG).reason == "EngineNotAnswering"
+    long_ago = replace(state, last_canary=stale - 3 * CFG.scrape_interval_seconds - CFG.canary.period_seconds - 1.0)
+    assert judge(long_ago, now=stale, cfg=CFG).reason == "EngineNotAnswering"
+
+
 def test_stall_asks_for_a_roll() -> None:
     state = healthy()
     frozen = busy(15.0, 300.0)

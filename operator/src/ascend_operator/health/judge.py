@@ -173,10 +173,18 @@ def _config_mismatch(f: Facts) -> Finding | None:
 
 
 def _not_answering(f: Facts) -> Finding | None:
-    samples = f.state.samples
-    if not samples or f.now - samples[-1].t > 3 * f.cfg.scrape_interval_seconds:
-        return Finding(message="no /metrics answer")
-    return None
+    """No /metrics answer for three scrape intervals, and no generation either: an engine whose last canary
+    got tokens (or was queued) within that time and one canary period answers, however slow its /metrics
+    under load (on 2 cores a real vLLM's API server, streaming to 8 clients, left the operator's scrapes
+    unanswered for over 15 s while every canary passed: tests/real). The detectors then lack samples, and a
+    stall still shows as canaries that get no tokens."""
+    samples, window = f.state.samples, 3 * f.cfg.scrape_interval_seconds
+    if samples and f.now - samples[-1].t <= window:
+        return None
+    canary, fresh = f.state.last_canary, window + f.cfg.canary.period_seconds
+    if samples and canary is not None and not f.state.canary_failures and f.now - canary <= fresh:
+        return None
+    return Finding(message="no /metrics answer")
 
 
 def _stalled(f: Facts) -> Finding | None:
