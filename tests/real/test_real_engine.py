@@ -252,20 +252,25 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_a
     # A planned roll (spec change) drains: the gate goes False, the in-flight request completes with all its
     # tokens and 200, and only then is the pod deleted.
     inflight: dict[str, Any] = {}
+    tokens = 6000
     first_uid = pod["metadata"]["uid"]
+    # 6000 tokens (~60 s here): long enough that the drain begins while it runs, however slowly a loaded
+    # 2-core machine lets the operator react (2500 tokens once ended before the gate went False)
     running = in_thread(
-        lambda: request(base, {"prompt": "drain", "max_tokens": 2500, "ignore_eos": True}, key=KEY, out=inflight)
+        lambda: request(base, {"prompt": "drain", "max_tokens": tokens, "ignore_eos": True}, key=KEY, out=inflight)
     )
     wait_for(lambda: not idle(base), timeout=30, message="the in-flight request runs")
+    patched = time.monotonic()
     cluster.kubectl(
         "patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", '{"spec":{"engine":{"maxNumSeqs":3}}}'
     )
     wait_for(lambda: gate(serving_pod(cluster, namespace)) == "False/Draining", timeout=60, message="draining")
     drain_start = time.monotonic()
+    print(f"[real] spec change -> gate False/Draining: {drain_start - patched:.1f}s")
     assert running.is_alive(), "the request ended before the drain began: nothing was drained"
     running.join(timeout=600)
     assert inflight["status"] == 200, inflight
-    assert inflight["body"]["usage"]["completion_tokens"] == 2500
+    assert inflight["body"]["usage"]["completion_tokens"] == tokens
     roll = wait_for(lambda: roll_of(cluster, namespace, first_uid), timeout=120, message="the drained pod's roll")
     print(f"[real] drain: {time.monotonic() - drain_start:.1f}s from the gate going False; roll {roll}")
     assert (roll["reason"], roll["drain"]) == ("SpecChanged", "Completed")
