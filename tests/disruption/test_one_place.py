@@ -33,6 +33,7 @@ from ascend_operator.disruption import (
 )
 from ascend_operator.disruption import model as disruption_model
 from ascend_operator.disruption.docs import kinds_table, table_in
+from tests.fixtures.spellings import string_literals
 
 PACKAGE = Path(disruption_model.__file__).resolve().parents[1]
 ENTRY = "disruption/model.py"
@@ -41,20 +42,12 @@ ENTRY = "disruption/model.py"
 DETECTOR_FINDINGS = {"health/stall.py": {"Stalled"}, "health/drift.py": {"ThroughputDrift"}}
 #: Spellings that should read the entry and do not yet, in files another change owns. Each must still be
 #: there (a test below fails once it is gone, so the allowance goes with it).
-KNOWN = {"controller/reconcile.py": {"SpecChanged"}}  # the event of the LWS deletion: RollReason.SPEC_CHANGED
+KNOWN: dict[str, set[str]] = {}
 
 
 def spelt() -> dict[str, dict[str, int]]:
     """Roll reason -> {module: how many string literals spell it} over the operator package."""
-    reasons = {reason.value for reason in RollReason}
-    found: dict[str, dict[str, int]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in reasons:
-                where = found.setdefault(node.value, {})
-                module = path.relative_to(PACKAGE).as_posix()
-                where[module] = where.get(module, 0) + 1
-    return found
+    return string_literals({reason.value for reason in RollReason})
 
 
 def test_every_reason_has_its_row_and_every_row_a_reason() -> None:

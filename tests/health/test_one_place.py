@@ -6,7 +6,6 @@ Why a test: before the chain, a detector's fault string was carried by judge.py,
 alike, and a new one missing from either list was silently not a cause of the service's status.
 """
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.controller import causes, monitor
 from ascend_operator.controller.views import pod_view
 from ascend_operator.health.judge import CHAIN, FAULTS, PENDING, Rule, Verdict
+from tests.fixtures.spellings import string_literals
 
 PACKAGE = Path(monitor.__file__).resolve().parents[1]
 #: Where a verdict reason may be spelt besides its entry: a detector's own findings (stall, drift) and the
@@ -27,15 +27,7 @@ NOT_VERDICTS = {"rolls": "the disruption decision's rate limit", "recycle": "hea
 
 def literals() -> dict[str, dict[str, int]]:
     """Verdict reason -> {module: how many string literals spell it} over the operator package."""
-    reasons = {rule.reason for rule in CHAIN}
-    found: dict[str, dict[str, int]] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in reasons:
-                where = found.setdefault(node.value, {})
-                module = path.relative_to(PACKAGE).as_posix()
-                where[module] = where.get(module, 0) + 1
-    return found
+    return string_literals({rule.reason for rule in CHAIN})
 
 
 def test_each_reason_is_spelt_once_in_its_entry_and_nowhere_else() -> None:

@@ -41,7 +41,7 @@ from ascend_operator.controller.status import (
     status_due,
 )
 from ascend_operator.controller.views import PodView, pod_view
-from ascend_operator.disruption import Candidate
+from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
@@ -275,7 +275,7 @@ async def _apply(
     plan = plan_pods_beside_groups(replicas=parsed.spec.replicas, pods=pods)
     # no group serves: removing the set costs nothing
     if plan.remove_set and await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
-        ctx.events("Normal", "SpecChanged", f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
+        ctx.events("Normal", RollReason.SPEC_CHANGED, f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
     more = plan.candidates
     return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=plan.replicas, more=more)
 
