@@ -333,10 +333,14 @@ def test_bodies_have_vllms_status_fields_types_and_nesting(recordings: dict[str,
 PATIENCE_SECONDS = 5.0
 
 
+#: What the SIGTERM test asks for: far more than any engine streams before its engine core dies.
+SIGTERM_MAX_TOKENS = 5000
+
+
 def _sigterm_mid_stream(t: sc.Target) -> dict[str, Any]:
     """Stream a long completion, SIGTERM the server after 3 chunks, read on until `[DONE]` or a silence of
     PATIENCE_SECONDS; then leave, and time the process's exit from that moment."""
-    body = {"model": sc.MODEL, "prompt": [7] * 16, "max_tokens": 5000, "stream": True, "ignore_eos": True}
+    body = {"model": sc.MODEL, "prompt": [7] * 16, "max_tokens": SIGTERM_MAX_TOKENS, "stream": True, "ignore_eos": True}
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {t.key}"}
     req = urllib.request.Request(t.base + "/v1/completions", data=json.dumps(body).encode(), headers=headers)
     seen: dict[str, Any] = {"before": 0, "after": 0, "done": False, "finish": None}
@@ -373,12 +377,14 @@ def test_sigterm_ends_the_in_flight_request_unfinished(targets: list[sc.Target],
     # Seen here, racing with that kill, the unfinished stream either (a) gets finish_reason "abort" and
     # [DONE], (b) gets an error event, or (c) gets nothing more, the HTTP server then outliving its SIGTERM
     # until the client gives up (a kubelet's SIGKILL at the grace period, in a pod). The request is lost in
-    # every case: no "length"/"stop" finish, no more than the tokens already on their way. aissim does (c).
+    # every case: no "length"/"stop" finish and fewer tokens than asked. How many tokens still arrive depends on
+    # how fast the engine core dies: idle, 0-2; on a loaded CI machine vLLM streamed 184 more before it went
+    # silent (the kill races the busy loop), so the count is reported, not bounded. aissim does (c) at once.
     (t,) = [t for t in targets if t.name == engine]
     seen = _sigterm_mid_stream(t)
     print(f"[fidelity] {engine} SIGTERM mid-stream: {seen}")
     assert seen["finish"] not in ("length", "stop"), f"{engine} finished the request after SIGTERM: {seen}"
-    assert seen["after"] <= 5, f"{engine} generated on after SIGTERM: {seen}"
+    assert seen["before"] + seen["after"] < SIGTERM_MAX_TOKENS, f"{engine} generated every token after SIGTERM: {seen}"
     silent = not seen["done"] and seen["finish"] is None and not seen.get("other")
     if silent:
         assert seen["alive_when_client_left"], f"{engine} went silent and exited under an open stream: {seen}"
