@@ -8,7 +8,9 @@ that need nothing, then the offline chart tests (helm), the Ansible suite (its r
 tests on a cluster (the core set), then the promtool and kube-score tests, and the multi-node tests (LWS)
 last, so both cores stay busy instead of idling on a build while tests that could run wait behind it. The
 real engine (hack/real-vllm.sh, stage `vllm`: vLLM 0.25.1 on CPU, network-bound) installs beside the Go
-builds; its tests (tests/real, tests/fidelity) run in the tier of promtool and kube-score.
+builds; its tests (tests/real, tests/fidelity) run in the tier of promtool and kube-score. `make test` runs the
+Ansible suite and the scale smoke in a second, niced pytest beside this order (hack/test.sh, "lane B"); the
+tiers still order them when one pytest runs everything.
 
 Why the wait is here: a test's tools are waited for (or built) in a wrapper around the whole test protocol,
 before pytest-timeout's per-test timer starts, so a cold build is not cut short by the 600 s test timeout;
