@@ -214,7 +214,7 @@ def test_minimal_spec_renders_generic_defaults_without_deepseek_flags() -> None:
         "serve", "/models/m", "--host", "0.0.0.0", "--port", "8000", "--served-model-name", "m",
         "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.90", "--max-num-seqs", "32",
         "--data-parallel-size", "1", "--tensor-parallel-size", "1", "--enable-prompt-tokens-details",
-        "--block-size", "128", "--no-async-scheduling",
+        "--block-size", "128", "--no-async-scheduling", "--shutdown-timeout", "45",
     ]  # fmt: skip
 
 
@@ -289,3 +289,14 @@ def test_npu_resource_name_is_the_operators(example: ParsedService) -> None:
         "requests": {**cpu_memory, "huawei.com/ascend-1980": "8"},
         "limits": {**cpu_memory, "huawei.com/ascend-1980": "8"},
     }
+
+
+@pytest.mark.parametrize(("timeout", "grace"), [(45, 60), (0, 15), (600, 615)])
+def test_the_pods_grace_outlasts_vllms_own_drain_after_sigterm(timeout: int, grace: int) -> None:
+    """A SIGTERM the operator did not drain first (kubectl delete pod, an eviction) lets vLLM finish its
+    requests for `--shutdown-timeout` seconds; the kubelet's SIGKILL must come after that, not during it."""
+    spec = parse_spec(_spec(engine={"shutdownTimeoutSeconds": timeout}))
+    args = build_engine_args(spec)
+    assert args[args.index("--shutdown-timeout") + 1] == str(timeout)
+    pod_spec = build_pod_spec(spec)
+    assert pod_spec["terminationGracePeriodSeconds"] == grace

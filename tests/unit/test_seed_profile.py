@@ -37,17 +37,19 @@ def test_docs_copy_equals_shared_seed_when_available(vendored: Path) -> None:
 
 
 def test_rendered_args_equal_the_seed_command_flag_for_flag(example: ParsedService) -> None:
-    """The seed's command, plus the one flag it relied on a default for: vLLM 0.25.1 resolves an absent
-    async-scheduling flag to on (contract.flags.ASYNC_SCHEDULING) and the seed chose off."""
+    """The seed's command, plus the one flag it relied on a default for (vLLM 0.25.1 resolves an absent
+    async-scheduling flag to on, contract.flags.ASYNC_SCHEDULING, and the seed chose off) and the one the
+    operator adds: `--shutdown-timeout 45`, so a SIGTERM it did not drain first lets requests finish."""
     _, seed_argv = read_shell_profile(SEED_PROFILE)
     rendered = build_engine_args(example.spec)
-    seed_settings, seed_unknown = parse_serve([*seed_argv[1:], "--no-async-scheduling"])
+    added = ["--no-async-scheduling", "--shutdown-timeout", "45"]
+    seed_settings, seed_unknown = parse_serve([*seed_argv[1:], *added])
     ours, our_unknown = parse_serve(rendered)
     assert seed_unknown == our_unknown == []
     assert vars(ours) == vars(seed_settings)
-    assert ours.async_scheduling is False
+    assert (ours.async_scheduling, ours.shutdown_timeout) == (False, 45)
     # Same flags, none missing and none extra (argparse alone would hide a default-valued omission).
-    seed_flags = sorted(a.split("=")[0] for a in [*seed_argv[2:], "--no-async-scheduling"] if a.startswith("--"))
+    seed_flags = sorted(a.split("=")[0] for a in [*seed_argv[2:], *added] if a.startswith("--"))
     our_flags = sorted(a for a in rendered if a.startswith("--"))
     assert our_flags == seed_flags
 

@@ -166,6 +166,15 @@ class EngineSpec(ApiModel):
         description="true renders `--async-scheduling`, false `--no-async-scheduling` (vLLM 0.25.1 turns it on "
         "when neither is given); the seed measured 689.75 -> 687.31 tok/s, so off.",
     )
+    shutdown_timeout_seconds: int = Field(
+        default=45,
+        ge=0,
+        le=3600,
+        description="`--shutdown-timeout`: after a SIGTERM the operator did not drain first (`kubectl delete "
+        "pod`, an eviction, a node shutdown), vLLM finishes in-flight requests for up to this many seconds "
+        "(mode drain, vllm/entrypoints/launcher.py:109-123) instead of aborting them (0, vLLM's default). The "
+        "pod's terminationGracePeriodSeconds is this plus 15 s, so the kubelet's SIGKILL never cuts it short.",
+    )
     model_loader: ModelLoaderSpec | None = Field(
         default=None, description="`--model-loader-extra-config`; unset omits the flag."
     )

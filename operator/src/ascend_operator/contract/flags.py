@@ -162,6 +162,11 @@ ADDITIONAL_CONFIG = _f(
 ASYNC_SCHEDULING = _f(
     "--async-scheduling", Form.BOOL, f"{_ARGS}:1465", field="engine.async_scheduling", says_false=True
 )
+# 0 (the default) is mode "abort": a SIGTERM kills the engine core with requests in flight; N is mode "drain"
+# (vllm/entrypoints/launcher.py:109-123). render/pod.py sets the pod's grace period above it.
+SHUTDOWN_TIMEOUT = _f(
+    "--shutdown-timeout", Form.VALUE, f"{_ARGS}:1579", value_type=int, field="engine.shutdown_timeout_seconds"
+)
 # Multi-node groups (render/group.py; vllm-ascend docs DeepSeek-R1.md multi-node DP): every node's engine
 # is told its local DP size and the head's address and RPC port; workers also their start rank and --headless.
 DATA_PARALLEL_START_RANK = _f("--data-parallel-start-rank", Form.VALUE, f"{_ARGS}:1044", "-dpr", value_type=int)
@@ -177,7 +182,7 @@ TYPED: tuple[Flag, ...] = (
     MAX_NUM_SEQS, DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
     TOOL_CALL_PARSER, ENABLE_AUTO_TOOL_CHOICE, REASONING_PARSER, DISABLE_HYBRID_KV_CACHE_MANAGER,
     ENABLE_PROMPT_TOKENS_DETAILS, MODEL_LOADER_EXTRA_CONFIG, QUANTIZATION, BLOCK_SIZE, SPECULATIVE_CONFIG,
-    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING, DATA_PARALLEL_START_RANK, DATA_PARALLEL_SIZE_LOCAL,
+    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING, SHUTDOWN_TIMEOUT, DATA_PARALLEL_START_RANK, DATA_PARALLEL_SIZE_LOCAL,
     DATA_PARALLEL_ADDRESS, DATA_PARALLEL_RPC_PORT, HEADLESS,
 )  # fmt: skip
 

@@ -44,8 +44,14 @@ WRITABLE_PATHS: tuple[tuple[str, str], ...] = (
     ("home-ascend", "/root/ascend"),
     ("workspace", "/workspace"),
 )
-#: Time for vLLM to drain and release HBM after SIGTERM before the kubelet kills it.
-TERMINATION_GRACE_SECONDS = 60
+#: Time the pod's grace period leaves after vLLM's own drain (`--shutdown-timeout`) for the engine client to
+#: stop, the processes to exit and HBM to be released before the kubelet's SIGKILL.
+EXIT_MARGIN_SECONDS = 15
+
+
+def termination_grace_seconds(spec: AscendInferenceServiceSpec) -> int:
+    """The pod's terminationGracePeriodSeconds: vLLM's drain after SIGTERM, then the margin to exit."""
+    return spec.engine.shutdown_timeout_seconds + EXIT_MARGIN_SECONDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,7 +257,7 @@ def build_pod_spec(
         # processes; unreaped zombies went with the seed's ~18% throughput drift (docs/FACTS.md "Operations").
         "shareProcessNamespace": True,
         "restartPolicy": "Always",
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "terminationGracePeriodSeconds": termination_grace_seconds(spec),
         # The operator's own judgement (canary, effective config, stall) gates Service endpoints too.
         "readinessGates": [{"conditionType": READINESS_GATE}],
         "containers": [build_engine_container(spec, mounts=mounts, npu_resource=npu_resource, role=role)],
