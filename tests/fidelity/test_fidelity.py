@@ -24,6 +24,7 @@ scenario runs on both at once (~30 s).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import itertools
 import json
 import os
@@ -331,6 +332,8 @@ def test_bodies_have_vllms_status_fields_types_and_nesting(recordings: dict[str,
 
 #: Seconds a client waits for the next chunk before it gives up on a silent stream.
 PATIENCE_SECONDS = 5.0
+#: Seconds the test watches for the server's exit after its client left (a pod's grace period).
+EXIT_PATIENCE_SECONDS = 60.0
 
 
 #: What the SIGTERM test asks for: a few seconds of decoding on either engine, well inside the 45 s the
@@ -372,10 +375,15 @@ def _sigterm_mid_stream(t: sc.Target) -> dict[str, Any]:
                     t.terminate()
     except TimeoutError:
         pass  # the stream went silent
+    except (OSError, http.client.HTTPException) as exc:  # the connection dropped: reported, then asserted on
+        seen["error"] = repr(exc)
     seen["alive_when_client_left"] = t.running()
     left = time.monotonic()
-    wait_for(lambda: not t.running(), timeout=60, interval=0.2, message=f"{t.name} exited after its client left")
-    seen["exit_seconds"] = time.monotonic() - left
+    # the exit is reported, not asserted: once the request is done, how long the server takes to go is the
+    # kubelet's business (it SIGKILLs at the grace period); the fixture stops a straggler by its PID
+    while t.running() and time.monotonic() - left < EXIT_PATIENCE_SECONDS:
+        time.sleep(0.2)
+    seen["exit_seconds"] = None if t.running() else round(time.monotonic() - left, 1)
     return seen
 
 
