@@ -203,7 +203,7 @@ class Cluster:
                 pod["metadata"]["deletionTimestamp"] = T0
         return True
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         pod = self.pods.get(name)
         if pod is None or pod["metadata"]["uid"] != uid:
             return False

@@ -55,7 +55,7 @@ class FakeKube:
             raise exc
         return True
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         return True
 
 
@@ -305,7 +305,7 @@ class RollKube(FakeKube):
         self.status = {**self.status, **status}
         return True
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         self.deleted.append(name)
         return True
 

@@ -43,6 +43,7 @@ class FakeKube:
         self.status: dict[str, Any] = {"rolls": list(rolls or [])}
         self.version = 7
         self.calls: list[tuple[str, ...]] = []
+        self.graces: dict[str, int | None] = {}
         self.conflict_once = False
 
     async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
@@ -62,8 +63,9 @@ class FakeKube:
         self.version += 1
         return True
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         self.calls.append(("delete", name, uid))
+        self.graces[name] = grace_seconds
         found = [p for p in self.pods if p["metadata"]["uid"] == uid]
         for p in found:
             p["metadata"]["deletionTimestamp"] = STAMP
@@ -95,6 +97,8 @@ async def test_a_stall_is_recorded_before_its_pod_is_deleted(example: ParsedServ
         pod="svc-0", uid="u0", reason=RollReason.STALLED, message="no progress for 36s", drain=DrainResult.NOT_DRAINED
     )
     assert kube.calls == [("record", "7"), ("delete", "svc-0", "u0")]
+    # a stalled engine can finish nothing: its NPUs are freed 5 s after the SIGTERM, not after the pod's grace
+    assert kube.graces == {"svc-0": 5}
     record = {
         "time": "2027-01-15T08:00:00Z",
         "pod": "svc-0",
@@ -157,6 +161,7 @@ async def test_a_planned_deletion_drains_first_and_the_drain_survives_in_an_anno
     assert isinstance(decision.action, Delete)
     assert decision.action.drain is DrainResult.COMPLETED
     assert kube.calls[-2:] == [("record", "7"), ("delete", "svc-0", "u0")]
+    assert kube.graces == {"svc-0": None}  # drained: the pod's own grace, vLLM's --shutdown-timeout inside it
     assert kube.status["lastRoll"]["drain"] == "Completed"
 
 

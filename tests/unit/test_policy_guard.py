@@ -50,7 +50,7 @@ class PolicyKube(FakeKube):
             self.pod_created.set()
         return made
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         self.deleted.append(name)
         self.pods = [p for p in self.pods if p["metadata"]["uid"] != uid]
         return True

@@ -102,7 +102,7 @@ class FakeKube:
     async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         raise AssertionError("the Service never drifts in these tests")
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         return True
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:

@@ -172,7 +172,7 @@ class RecordingKube:
         self.status = merged(self.status, status)
         return True
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
         return True
 
     async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:

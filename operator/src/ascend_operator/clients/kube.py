@@ -206,9 +206,12 @@ class KubeApi:
             return None
         return value, str((secret.get("metadata") or {}).get("resourceVersion") or "")
 
-    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
-        """Delete one pod if it is still the one meant (uid precondition); False when already gone."""
-        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
+        """Delete one pod if it is still the one meant (uid precondition); False when already gone.
+        `grace_seconds` overrides the pod's terminationGracePeriodSeconds (a hung engine's short one)."""
+        options = client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid=uid), grace_period_seconds=grace_seconds
+        )
         gone = frozenset({404, 409})
         delete = _as_json(self._core.delete_namespaced_pod)
         deleted = await self._call(delete, name, namespace, body=options, tolerate=gone)

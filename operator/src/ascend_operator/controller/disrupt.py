@@ -38,6 +38,9 @@ from ascend_operator.controller.status import ConditionRecord, merge_patch
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import (
     HEALTH_REASONS,
+    HUNG_GRACE_SECONDS,
+    HUNG_REASONS,
+    POD_GONE,
     REMOVAL_REASONS,
     Candidate,
     Decision,
@@ -133,7 +136,7 @@ def deferred(decision: Decision) -> list[ConditionRecord]:
     return [
         ConditionRecord(DEGRADED, "True", "RollDeferred", f"{h.candidate.reason} on {h.candidate.pod}: {h.message}")
         for h in decision.held
-        if h.refused and h.candidate.reason in HEALTH_REASONS and h.rule != "PodGone"
+        if h.refused and h.candidate.reason in HEALTH_REASONS and h.rule != POD_GONE
     ]
 
 
@@ -169,7 +172,8 @@ async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reaso
             return await site.kube.delete_lws(site.namespace, lws)
         await site.kube.patch_lws(site.namespace, lws, {"spec": {"replicas": pod.replica}})
         return True
-    return await site.kube.delete_pod(site.namespace, name, uid)
+    grace = HUNG_GRACE_SECONDS if reason in HUNG_REASONS else None  # None: the pod's own grace period
+    return await site.kube.delete_pod(site.namespace, name, uid, grace_seconds=grace)
 
 
 async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[PodView]) -> bool:

@@ -11,8 +11,11 @@ drain start and the roll history are read back from the API server after an oper
 from ascend_operator.disruption.decide import Decision, DisruptionConfig, decide
 from ascend_operator.disruption.model import (
     HEALTH_REASONS,
+    HUNG_GRACE_SECONDS,
+    HUNG_REASONS,
     KINDS,
     PLANNED_REASONS,
+    POD_GONE,
     REMOVAL_REASONS,
     ROLL_RULES,
     SERVING_REASONS,
@@ -28,8 +31,11 @@ from ascend_operator.disruption.model import (
 
 __all__ = [
     "HEALTH_REASONS",
+    "HUNG_GRACE_SECONDS",
+    "HUNG_REASONS",
     "KINDS",
     "PLANNED_REASONS",
+    "POD_GONE",
     "REMOVAL_REASONS",
     "ROLL_RULES",
     "SERVING_REASONS",

@@ -34,6 +34,7 @@ from ascend_operator.disruption.model import (
     HEALTH_REASONS,
     ONE_AT_A_TIME,
     PLANNED_REASONS,
+    POD_GONE,
     SERVING_REASONS,
     Candidate,
     Delete,
@@ -114,7 +115,7 @@ ALLOW: Verdict = ("", "", False)
 def pod_gone(i: RuleInput) -> Verdict:
     """The pod (by uid) is gone or already terminating: nothing to delete."""
     if i.target is None or i.target.terminating:
-        return "PodGone", f"pod {i.cand.pod} is gone or terminating", True
+        return POD_GONE, f"pod {i.cand.pod} is gone or terminating", True
     return ALLOW
 
 

@@ -12,7 +12,7 @@ from ascend_operator.disruption.model import KINDS
 BLOCK = "kinds"
 HEADER = (
     "| reason (`status.rolls[].reason`) | health: startup grace, `maxPerHour`, cooldown "
-    "| never the last Ready replica | drained first | removes the replica | when |"
+    "| never the last Ready replica | drained first | removes the replica | short grace (hung) | when |"
 )
 
 
@@ -23,10 +23,11 @@ def kinds_table() -> str:
         return "yes" if flag else ""
 
     rows = [
-        f"| `{reason}` | {mark(k.health)} | {mark(k.serving)} | {mark(k.drains)} | {mark(k.removes)} | {k.why} |"
+        f"| `{reason}` | {mark(k.health)} | {mark(k.serving)} | {mark(k.drains)} | {mark(k.removes)} "
+        f"| {mark(k.hung)} | {k.why} |"
         for reason, k in KINDS.items()
     ]
-    return "\n".join([HEADER, "|---|---|---|---|---|---|", *rows]) + "\n"
+    return "\n".join([HEADER, "|---|---|---|---|---|---|---|", *rows]) + "\n"
 
 
 def table_in(page: str) -> str:

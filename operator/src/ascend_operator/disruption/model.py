@@ -37,6 +37,9 @@ class Kind:
     removes: bool = False
     """Removes a replica rather than recreating it: a group's leader goes by shrinking the LeaderWorkerSet
     (deleting the leader would make LWS recreate the group)."""
+    hung: bool = False
+    """Nothing in the pod can finish: it is deleted with a grace of `HUNG_GRACE_SECONDS` instead of its own
+    (its engine's `--shutdown-timeout` drain would only hold the NPUs until the kubelet's SIGKILL)."""
 
 
 #: One row per kind of deletion: adding a kind is a `RollReason` member and its row here, nothing else
@@ -44,7 +47,9 @@ class Kind:
 KINDS: Mapping[RollReason, Kind] = MappingProxyType(
     {
         RollReason.STALLED: Kind(
-            why="no forward progress, or a group lost a worker (health/stall.py, health/judge.py)", health=True
+            why="no forward progress, or a group lost a worker (health/stall.py, health/judge.py)",
+            health=True,
+            hung=True,
         ),
         RollReason.DRIFT: Kind(
             why="engine steps slower than the pod's baseline (health/drift.py)", health=True, serving=True, drains=True
@@ -73,10 +78,15 @@ HEALTH_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.heal
 SERVING_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.serving)
 PLANNED_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.drains)
 REMOVAL_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.removes)
+HUNG_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.hung)
+#: The deletion grace of a hung pod: its SIGTERM, then the kubelet's SIGKILL this much later, so the NPUs
+#: are free in seconds rather than after the pod's terminationGracePeriodSeconds (60 s by default).
+HUNG_GRACE_SECONDS = 5
 
 #: Every rule that may refuse a candidate, in the order of the chain (disruption/decide.py `REFUSALS`); the
 #: operator's metrics create a series for each at 0.
-ROLL_RULES = ("PodGone", "InStartupGrace", "RateLimited", "Cooldown", "LastReadyReplica", "AnotherReplicaOut")
+POD_GONE = "PodGone"
+ROLL_RULES = (POD_GONE, "InStartupGrace", "RateLimited", "Cooldown", "LastReadyReplica", "AnotherReplicaOut")
 #: Holds that are not refusals: the pod is already draining, or another decision was taken this pass.
 DRAINING = "Draining"
 ONE_AT_A_TIME = "OneDecisionPerPass"
