@@ -124,10 +124,12 @@ class RuntimeSpec(ApiModel):
 
     mode: RuntimeMode = Field(
         default=RuntimeMode.HOST_MOUNTS,
-        description="HostMounts mounts the driver files vllm-ascend's container guide lists (works on any "
-        "runtime) and needs the Ascend device plugin started with `-useAscendDocker=false`: only then does the "
-        "plugin inject the /dev/davinci* devices itself. AscendDockerRuntime relies on the Ascend Docker "
-        "Runtime to inject devices and driver files (the plugin's default, `-useAscendDocker=true`).",
+        description="HostMounts mounts the driver files vllm-ascend's container guide lists, for nodes whose "
+        "container runtime is not the Ascend Docker Runtime: the device plugin then passes the /dev/davinci* "
+        "devices to the kubelet itself. AscendDockerRuntime relies on the Ascend Docker Runtime to inject "
+        "devices and driver files. The plugin picks its mode from its own environment (`ASCEND_DOCKER_RUNTIME="
+        "True`, written by that runtime; ascend-device-plugin main.go), not from its `-useAscendDocker` flag, "
+        "which MindCluster 5.0.RC1 and later ignore: the node's runtime decides (docs/deploy.md).",
     )
     shm_size: str = Field(
         default="64Gi",
