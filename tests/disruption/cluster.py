@@ -1,5 +1,6 @@
-"""A small in-memory cluster for the reconcile pass of a service that switches between one node and several
-per replica: the API calls the pass makes, plus the three controllers it relies on, stepped by the test.
+"""A small cluster for the reconcile pass of a service that switches between one node and several per
+replica: the in-memory API server the pass talks to, plus the three controllers it relies on, stepped by
+the test.
 
 - LeaderWorkerSet: group i of `spec.replicas` gets its leader `<set>-<i>` and workers `<set>-<i>-<j>` from
   the templates; groups at or above `replicas` go (LWS removes groups from the top);
@@ -10,11 +11,11 @@ per replica: the API calls the pass makes, plus the three controllers it relies 
 """
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_DRAIN
+from ascend_operator.api.constants import ANNOTATION_DRAIN, KIND, LWS_KIND
+from tests.fixtures.kube import Call, FakeKube
 
 T0 = "2027-01-15T06:00:00Z"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
@@ -22,26 +23,51 @@ WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 class Cluster:
+    """The controllers around the in-memory API server `kube` (tests/fixtures/kube.py), which the pass
+    talks to."""
+
     def __init__(self, *, nodes: int, body: Mapping[str, Any]) -> None:
         self.free = [f"node-{i}" for i in range(nodes)]
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.lws: dict[str, Any] | None = None
-        self.pdb: dict[str, Any] | None = None
-        self.others: dict[str, dict[str, Any]] = {}
-        self.ais = {"metadata": dict(body["metadata"]), "spec": body["spec"], "status": {}}
-        self.version = 1
-        self.uids = 0
-        self.events: list[tuple[str, str]] = []
+        self.kube = FakeKube(now=T0)
+        self.namespace = body["metadata"]["namespace"]
+        service = {"kind": KIND, "metadata": copy.deepcopy(dict(body["metadata"])), "spec": body["spec"], "status": {}}
+        self.kube.add(service, namespace=self.namespace)
+        self.name = body["metadata"]["name"]
+        self.kube.before("delete", LWS_KIND, self._collect_groups)
+
+    @property
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """The stored pods by name (the objects themselves: the controllers edit them)."""
+        return {p["metadata"]["name"]: p for p in self.kube.of_kind("Pod", self.namespace)}
+
+    @property
+    def lws(self) -> dict[str, Any] | None:
+        found = self.kube.of_kind(LWS_KIND, self.namespace)
+        return found[0] if found else None
+
+    @property
+    def pdb(self) -> dict[str, Any] | None:
+        found = self.kube.of_kind("PodDisruptionBudget", self.namespace)
+        return found[0] if found else None
+
+    @property
+    def ais(self) -> dict[str, Any]:
+        found = self.kube.obj(KIND, self.name, self.namespace)
+        assert found is not None
+        return found
+
+    async def _collect_groups(self, call: Call) -> None:
+        """The garbage collector of a foreground deletion: the set's pods go first."""
+        for pod in self.pods.values():
+            if GROUP_INDEX in pod["metadata"]["labels"]:
+                pod["metadata"]["deletionTimestamp"] = T0
 
     # -- the controllers ------------------------------------------------------------------------------
     def _add(self, body: Mapping[str, Any]) -> None:
-        self.uids += 1
-        pod = copy.deepcopy(dict(body))
-        pod["metadata"].setdefault("annotations", {})
-        pod["metadata"]["uid"] = f"uid-{self.uids}"
-        pod["metadata"]["creationTimestamp"] = T0
-        pod["status"] = {"phase": "Pending", "conditions": []}
-        self.pods[pod["metadata"]["name"]] = pod
+        """LWS creates a pod of a group."""
+        pod = {"kind": "Pod", **copy.deepcopy(dict(body))}
+        pod["metadata"].update({"namespace": self.namespace, "creationTimestamp": T0})
+        self.kube.add(pod)
 
     def _lws_step(self) -> None:
         if self.lws is None:
@@ -100,12 +126,16 @@ class Cluster:
 
     def step(self) -> None:
         """One round of the LWS controller, the scheduler and the kubelet."""
-        for name, pod in list(self.pods.items()):
-            if pod["metadata"].get("deletionTimestamp"):
-                if pod["spec"].get("nodeName"):
-                    self.free.append(pod["spec"]["nodeName"])
-                del self.pods[name]
+        for pod in self.pods.values():
+            pod["metadata"].setdefault("annotations", {})
+            pod.setdefault("status", {"phase": "Pending", "conditions": []})
+            if pod["metadata"].get("deletionTimestamp") and pod["spec"].get("nodeName"):
+                self.free.append(pod["spec"]["nodeName"])
+        self.kube.finish_terminating()
         self._lws_step()
+        for pod in self.pods.values():
+            pod["metadata"].setdefault("annotations", {})
+            pod.setdefault("status", {"phase": "Pending", "conditions": []})
         loading = set()  # an engine placed this step loads its weights until the next
         for pod in sorted(self.pods.values(), key=lambda p: p["metadata"]["name"]):
             if not pod["spec"].get("nodeName") and self.free:
@@ -139,97 +169,3 @@ class Cluster:
 
     def leaders(self) -> list[str]:
         return sorted(n for n, p in self.pods.items() if p["metadata"]["labels"].get(WORKER_INDEX) == "0")
-
-    # -- the API calls of a reconcile pass -------------------------------------------------------------
-    async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
-        return copy.deepcopy(list(self.pods.values()))
-
-    async def create(self, body: Mapping[str, Any]) -> bool:
-        if body["kind"] == "Pod":
-            if body["metadata"]["name"] in self.pods:
-                return False
-            self._add(body)
-        elif body["kind"] == "PodDisruptionBudget":
-            self.pdb = copy.deepcopy(dict(body))
-        else:
-            self.others[body["kind"]] = copy.deepcopy(dict(body))
-        return True
-
-    async def read_network_policy(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
-        return self.others.get("NetworkPolicy")
-
-    async def read_service(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
-        return self.others.get("Service")
-
-    async def patch_service(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self.others["Service"]["spec"].update(copy.deepcopy(dict(patch["spec"])))
-
-    async def patch_network_policy(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        self.others["NetworkPolicy"]["spec"] = copy.deepcopy(dict(patch["spec"]))
-
-    async def read_pdb(self, namespace: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
-        return copy.deepcopy(self.pdb)
-
-    async def patch_pdb(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        assert self.pdb is not None
-        self.pdb["spec"].update(patch["spec"])
-
-    async def delete_pdb(self, namespace: str, name: str) -> None:
-        self.pdb = None
-
-    async def list_mount_failures(self, namespace: str) -> list[dict[str, Any]]:
-        return []
-
-    async def read_lws(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.lws)
-
-    async def create_lws(self, body: Mapping[str, Any]) -> bool:
-        if self.lws is not None:
-            return False
-        self.lws = copy.deepcopy(dict(body))
-        return True
-
-    async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        assert self.lws is not None
-        self.lws["metadata"].setdefault("annotations", {}).update((patch.get("metadata") or {}).get("annotations", {}))
-        self.lws["spec"].update(copy.deepcopy(dict(patch.get("spec") or {})))
-
-    async def delete_lws(self, namespace: str, name: str) -> bool:
-        if self.lws is None:
-            return False
-        self.lws = None
-        for pod in self.pods.values():
-            if GROUP_INDEX in pod["metadata"]["labels"]:
-                pod["metadata"]["deletionTimestamp"] = T0
-        return True
-
-    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        pod = self.pods.get(name)
-        if pod is None or pod["metadata"]["uid"] != uid:
-            return False
-        pod["metadata"]["deletionTimestamp"] = T0
-        return True
-
-    async def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
-        if name not in self.pods:
-            return False
-        self.pods[name]["metadata"]["annotations"].update(patch["metadata"]["annotations"])
-        return True
-
-    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
-        return name in self.pods
-
-    async def read_ais(self, namespace: str, name: str) -> dict[str, Any]:
-        meta = {**self.ais["metadata"], "resourceVersion": str(self.version)}
-        return json.loads(json.dumps({**self.ais, "metadata": meta}))
-
-    async def patch_status_at(self, namespace: str, name: str, version: str, status: Mapping[str, Any]) -> bool:
-        if version != str(self.version):
-            return False
-        self.ais["status"].update(copy.deepcopy(dict(status)))
-        self.version += 1
-        return True
-
-    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self.ais["status"].update(copy.deepcopy(dict(status)))
-        self.version += 1

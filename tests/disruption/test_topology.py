@@ -44,7 +44,7 @@ class Run:
         self.events: list[str] = []
         self.lowest = 10**6
         self.ctx = Context(
-            kube=cluster,  # type: ignore[arg-type]
+            kube=cluster.kube,
             events=lambda kind, reason, message: self.events.append(reason),
             now=lambda: iso(self.clock),
             clock=lambda: self.clock,

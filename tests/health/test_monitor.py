@@ -1,5 +1,6 @@
-"""The health loop's I/O layer with fake clients: a failed gate write never ends a pass, canaries run beside
-the passes, and a pod that goes mid-pass is forgotten with its canary."""
+"""The health loop's I/O layer against the in-memory API server and scripted engines: a failed gate write
+never ends a pass, canaries run beside the passes, and a pod that goes mid-pass is forgotten with its
+canary."""
 
 import asyncio
 import datetime
@@ -13,15 +14,19 @@ import kopf
 import pytest
 import yaml
 
+from ascend_operator.api.constants import KIND
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.engine import CanaryResult
+from ascend_operator.controller import engine_io
 from ascend_operator.controller import monitor as monitor_module
+from ascend_operator.controller.engine_io import Monitor, MonitorState
 from ascend_operator.controller.memory import ServiceMemory
-from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
+from ascend_operator.controller.monitor import health_pass
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.judge import PodHealth, Verdict
 from ascend_operator.health.machine import Action, Observations, RequestRoll, step
+from tests.fixtures.kube import FakeKube
 from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
@@ -31,32 +36,29 @@ vllm:generation_tokens_total{{engine="0"}} {gen}
 """
 
 
-def pod(name: str, uid: str, ip: str) -> dict[str, Any]:
+def pod(name: str, uid: str, ip: str, *, service: str = "a") -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "uid": uid, "labels": {}},
+        "kind": "Pod",
+        "metadata": {"name": name, "uid": uid, "labels": {"inference.ascend.dev/service": service}},
         "status": {"phase": "Running", "podIP": ip, "startTime": "2026-01-01T00:00:00Z"},
     }
 
 
-class FakeKube:
-    def __init__(self, pods: list[dict[str, Any]], refuse: Mapping[str, BaseException | None]) -> None:
-        self.pods, self.refuse = pods, dict(refuse)
-        self.writes: list[str] = []
+def cluster(*pods: dict[str, Any]) -> FakeKube:
+    kube = FakeKube()
+    kube.add(*pods)
+    return kube
 
-    async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
-        return self.pods
 
-    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
-        self.writes.append(name)
-        if name in self.refuse:
-            exc = self.refuse[name]
-            if exc is None:
-                return False  # 404: the pod was deleted mid-pass
-            raise exc
-        return True
+def gate_writes(kube: FakeKube) -> list[str]:
+    """The pods whose readiness gate a pass tried to write, in order."""
+    return [c.name for c in kube.requests("status", kind="Pod")]
 
-    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        return True
+
+def gates(kube: FakeKube) -> list[tuple[str, str, str]]:
+    """The gate conditions written: (pod, status, reason)."""
+    conditions = [(c.name, c.body["status"]["conditions"][0]) for c in kube.requests("status", kind="Pod")]
+    return [(name, cond["status"], cond["reason"]) for name, cond in conditions]
 
 
 class FakeEngines:
@@ -82,14 +84,16 @@ def monitor(kube: FakeKube, engines: FakeEngines, events: list[str]) -> Monitor:
 
 async def test_a_failed_gate_write_never_ends_the_pass(example: ParsedService) -> None:
     pods = [pod("a-0", "u0", "127.0.0.2"), pod("a-1", "u1", "127.0.0.3"), pod("a-2", "u2", "127.0.0.4")]
-    kube = FakeKube(pods, {"a-0": None, "a-1": kopf.TemporaryError("500 Internal Server Error")})
+    kube = cluster(*pods)
+    kube.fail("status", "Pod", None, name="a-0", times=2)  # 404: the pod was deleted mid-pass
+    kube.fail("status", "Pod", lambda: kopf.TemporaryError("500 Internal Server Error"), name="a-1", times=2)
     state, memory, events = MonitorState(), ServiceMemory(), list[str]()
     mon = monitor(kube, FakeEngines(), events)
     try:
         for _ in range(2):
             await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
         # every pass wrote every gate it could not write before: a-0 (404) and a-1 (500) are retried
-        assert kube.writes == ["a-0", "a-1", "a-2", "a-0", "a-1"]
+        assert gate_writes(kube) == ["a-0", "a-1", "a-2", "a-0", "a-1"]
         assert state.pods["u0"].gate is None
         assert state.pods["u2"].gate is not None
     finally:
@@ -97,7 +101,7 @@ async def test_a_failed_gate_write_never_ends_the_pass(example: ParsedService) -
 
 
 async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: ParsedService) -> None:
-    kube = FakeKube([pod("a-0", "u0", "127.0.0.2")], {})
+    kube = cluster(pod("a-0", "u0", "127.0.0.2"))
     engines = FakeEngines(canary_seconds=30.0)  # longer than many passes: a canary queued at C64
     state, memory = MonitorState(), ServiceMemory()
     mon = monitor(kube, engines, [])
@@ -111,7 +115,7 @@ async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: Pa
             )
         assert engines.canaries == 1
         assert not task.done()
-        kube.pods = []  # the pod went
+        kube.remove("Pod", "a-0")  # the pod went
         await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
         await asyncio.sleep(0)
         assert task.cancelled()
@@ -119,19 +123,6 @@ async def test_canaries_run_beside_the_passes_and_die_with_their_pod(example: Pa
         assert not state.pods
     finally:
         await state.close()
-
-
-class GateKube(FakeKube):
-    """Records the gate conditions written."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        super().__init__(pods, {})
-        self.gates: list[tuple[str, str, str]] = []
-
-    async def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
-        cond = patch["status"]["conditions"][0]
-        self.gates.append((name, cond["status"], cond["reason"]))
-        return True
 
 
 async def test_a_draining_pod_stays_out_and_takes_no_canary(example: ParsedService) -> None:
@@ -142,7 +133,7 @@ async def test_a_draining_pod_stays_out_and_takes_no_canary(example: ParsedServi
     draining["metadata"]["annotations"] = {
         "inference.ascend.dev/drain": json.dumps({"since": since, "reason": "SpecChanged", "message": ""})
     }
-    kube = GateKube([draining, pod("a-1", "u1", "127.0.0.3")])
+    kube = cluster(draining, pod("a-1", "u1", "127.0.0.3"))
     engines = FakeEngines()
     state, memory = MonitorState(), ServiceMemory()
     mon = monitor(kube, engines, [])
@@ -151,8 +142,8 @@ async def test_a_draining_pod_stays_out_and_takes_no_canary(example: ParsedServi
             await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
             await asyncio.gather(*state.canaries.values())
         assert engines.canaries == 1  # a-1 only
-        assert ("a-0", "False", "Draining") in kube.gates
-        assert all(g[2] == "Draining" for g in kube.gates if g[0] == "a-0")
+        assert ("a-0", "False", "Draining") in gates(kube)
+        assert all(g[2] == "Draining" for g in gates(kube) if g[0] == "a-0")
         assert memory.in_flight == {"u0": 0, "u1": 0}  # what the drain waits on, from the engine's gauges
     finally:
         await state.close()
@@ -190,7 +181,7 @@ async def test_canary_sends_the_key_and_falls_back_to_the_previous_one_after_a_r
     keys = ApiKeyCache(read=read, ttl=0.0)
     state, memory, events = MonitorState(), ServiceMemory(), list[str]()
     mon = Monitor(
-        kube=FakeKube([pod("a-0", "u0", "127.0.0.2")], {}),
+        kube=cluster(pod("a-0", "u0", "127.0.0.2")),
         engines=engines,
         events=lambda t, r, m: events.append(r),
         keys=keys,
@@ -227,8 +218,8 @@ async def test_a_failed_worker_makes_its_leader_worker_gone_and_the_status_names
     assert parsed.spec.parallelism.nodes == 2
 
     def member(name: str, uid: str, index: int, phase: str, ip: str | None) -> dict[str, Any]:
-        raw = pod(name, uid, ip or "")
-        raw["metadata"]["labels"] = {
+        raw = pod(name, uid, ip or "", service="svc")
+        raw["metadata"]["labels"] |= {
             "leaderworkerset.sigs.k8s.io/group-index": "0",
             "leaderworkerset.sigs.k8s.io/worker-index": str(index),
         }
@@ -240,7 +231,7 @@ async def test_a_failed_worker_makes_its_leader_worker_gone_and_the_status_names
     leader = member("svc-group-0", "lead", 0, "Running", "127.0.0.2")
     worker = member("svc-group-0-1", "work", 1, "Failed", None)
     state, memory = MonitorState(), ServiceMemory()
-    mon = monitor(FakeKube([leader, worker], {}), FakeEngines(), [])
+    mon = monitor(cluster(leader, worker), FakeEngines(), [])
     try:
         await health_pass(mon, spec=parsed.spec, namespace="ns", service="svc", state=state, memory=memory)
         reason, message = memory.pod_faults["lead"]
@@ -280,34 +271,14 @@ class ScriptedEngines(FakeEngines):
 async def test_a_canary_is_judged_by_its_own_scrapes_only_when_it_returned_no_tokens(
     example: ParsedService, ok: bool, advancing: bool, scrapes: int, queued: bool
 ) -> None:
-    from ascend_operator.controller.monitor import run_canary
+    from ascend_operator.controller.engine_io import run_canary
     from ascend_operator.controller.views import pod_view
 
     engines = ScriptedEngines(ok=ok, advancing=advancing)
-    mon = monitor(FakeKube([], {}), engines, [])
+    mon = monitor(cluster(), engines, [])
     outcome = await run_canary(mon, example.spec, pod_view(pod("a-0", "u0", "127.0.0.2")))
     assert (outcome.ok, outcome.queued, engines.scrapes) == (ok, queued, scrapes)
     assert (outcome.before is None, outcome.after is None) == (ok, ok)
-
-
-class RollKube(FakeKube):
-    """Records the roll records written and the pods deleted."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        super().__init__(pods, {})
-        self.deleted: list[str] = []
-        self.status: dict[str, Any] = {}
-
-    async def read_ais(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {"metadata": {"resourceVersion": "1"}, "status": self.status}
-
-    async def patch_status_at(self, namespace: str, name: str, version: str, status: Mapping[str, Any]) -> bool:
-        self.status = {**self.status, **status}
-        return True
-
-    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        self.deleted.append(name)
-        return True
 
 
 @pytest.mark.parametrize(
@@ -331,7 +302,7 @@ async def test_a_pod_is_rolled_exactly_when_its_machine_asks(
         return state, replace(verdict, roll=verdict_roll), kept + ask
 
     monkeypatch.setattr(monitor_module, "step", scripted)
-    kube = RollKube([pod("a-0", "u0", "127.0.0.2")])
+    kube = cluster(pod("a-0", "u0", "127.0.0.2"), {"kind": KIND, "metadata": {"name": "a"}, "status": {}})
     state, memory, events = MonitorState(), ServiceMemory(), list[str]()
     try:
         await health_pass(
@@ -342,8 +313,11 @@ async def test_a_pod_is_rolled_exactly_when_its_machine_asks(
             state=state,
             memory=memory,
         )
-        assert kube.deleted == (["a-0"] if asks else [])
-        assert [r["message"] for r in kube.status.get("rolls", [])] == (["asked by the machine"] if asks else [])
+        assert [c.name for c in kube.requests("delete")] == (["a-0"] if asks else [])
+        service = kube.obj(KIND, "a")
+        assert service is not None
+        rolls = service["status"].get("rolls", [])
+        assert [r["message"] for r in rolls] == (["asked by the machine"] if asks else [])
     finally:
         await state.close()
 
@@ -358,9 +332,9 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
 
     clock = [100.0]
     state, memory = MonitorState(), ServiceMemory()
-    kube = FakeKube([pod("a-0", "u0", "127.0.0.2")], {})
+    kube = cluster(pod("a-0", "u0", "127.0.0.2"))
     mon = Monitor(kube=kube, engines=Silent(), events=lambda t, r, m: None, mono=lambda: clock[0])  # type: ignore[arg-type]
-    caplog.set_level(logging.DEBUG, logger=monitor_module.__name__)
+    caplog.set_level(logging.DEBUG, logger=engine_io.__name__)
     try:
         for _ in range(2):
             await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
@@ -372,7 +346,7 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
             for n in (1, 2)
         ]
         assert state.scrape_failures == {"u0": 2}
-        kube.pods = []
+        kube.remove("Pod", "a-0")
         await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
         assert state.scrape_failures == {}  # a gone pod's count goes with it
     finally:

@@ -18,6 +18,7 @@ import pydantic
 import pytest
 import yaml
 
+from ascend_operator.api.constants import KIND
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
 from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
@@ -29,6 +30,7 @@ from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.render.lws import ANNOTATION_LEADERS
+from tests.fixtures.kube import Call, FakeKube
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
@@ -155,28 +157,20 @@ def test_the_schema_check_refuses_what_the_api_server_prunes_or_refuses() -> Non
         assert errors(good, patch), patch
 
 
-class RecordingKube:
-    """Just enough of the API server for one health roll: the pods, the status, the conditional write."""
+class Recording:
+    """The in-memory API server holding the pods and the service, and each status write with the status it
+    was written over: (stored, patch)."""
 
     def __init__(self, pods: list[dict[str, Any]], status: dict[str, Any]) -> None:
-        self.pods, self.status, self.patches = pods, status, list[tuple[dict[str, Any], dict[str, Any]]]()
+        self.kube = FakeKube()
+        self.kube.add(*pods, {"kind": KIND, "metadata": {"name": "svc"}, "status": copy.deepcopy(status)})
+        self.patches: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.kube.before("status", KIND, self._note)
 
-    async def list_pods(self, namespace: str, service: str) -> list[dict[str, Any]]:
-        return self.pods
-
-    async def read_ais(self, namespace: str, name: str) -> dict[str, Any]:
-        return {"metadata": {"resourceVersion": "7"}, "status": copy.deepcopy(self.status)}
-
-    async def patch_status_at(self, namespace: str, name: str, version: str, status: Mapping[str, Any]) -> bool:
-        self.patches.append((copy.deepcopy(self.status), dict(status)))
-        self.status = merged(self.status, status)
-        return True
-
-    async def delete_pod(self, namespace: str, name: str, uid: str, *, grace_seconds: int | None = None) -> bool:
-        return True
-
-    async def patch_lws(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
-        return True
+    async def _note(self, call: Call) -> None:
+        service = self.kube.obj(KIND, "svc")
+        assert service is not None
+        self.patches.append((copy.deepcopy(service["status"]), copy.deepcopy(call.body["status"])))
 
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -188,16 +182,21 @@ EARLIER = {  # what an earlier roll left: a record of every field, and the hourl
 }
 
 
-def recording_site(kube: RecordingKube) -> Site:
-    return Site(kube=kube, events=lambda *_: None, namespace="ns", service="svc", clock=lambda: NOW)  # type: ignore[arg-type]
+def recording_site(recording: Recording) -> Site:
+    return Site(kube=recording.kube, events=lambda *_: None, namespace="ns", service="svc", clock=lambda: NOW)
 
 
 async def test_the_roll_record_the_disruption_step_writes_is_valid_under_the_crd(example: ParsedService) -> None:
     stalled = {
-        "metadata": {"name": "svc-0", "uid": "u0", "labels": {"inference.ascend.dev/replica": "0"}},
+        "kind": "Pod",
+        "metadata": {
+            "name": "svc-0",
+            "uid": "u0",
+            "labels": {"inference.ascend.dev/replica": "0", "inference.ascend.dev/service": "svc"},
+        },
         "status": {"phase": "Running", "startTime": T0, "conditions": [{"type": "Ready", "status": "False"}]},
     }
-    kube = RecordingKube([stalled], compute_status(base(), previous=None, now=T0) | EARLIER)
+    kube = Recording([stalled], compute_status(base(), previous=None, now=T0) | EARLIER)
     stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED, message="no forward progress for 36s")
     memory = ServiceMemory(served={"u0"})
     await disrupt(recording_site(kube), memory, example.spec, source="health", candidates=[stall])
@@ -213,7 +212,7 @@ async def test_the_roll_record_the_disruption_step_writes_is_valid_under_the_crd
 async def test_the_record_of_a_group_recreated_on_its_own_is_valid_under_the_crd() -> None:
     """LeaderWorkerSet replaced group 0's leader (u-gone) by itself: observe_groups records it, with no
     health time (the hourly limit counts the operator's own health rolls only)."""
-    kube = RecordingKube([], compute_status(base(), previous=None, now=T0) | EARLIER)
+    kube = Recording([], compute_status(base(), previous=None, now=T0) | EARLIER)
     leaders = json.dumps({"0": ["u-gone", "h"]})
     lws = {"metadata": {"annotations": {ANNOTATION_LEADERS: leaders}}, "spec": {"replicas": 1}}
     memory = ServiceMemory()

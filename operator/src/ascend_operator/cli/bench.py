@@ -107,16 +107,17 @@ async def _resolve_service(args: argparse.Namespace, doc: dict[str, Any]) -> lis
     """The AIS's engine pods and Service through the kubeconfig, and the spec hash it renders."""
     from ascend_operator.api.parse import parse_resource
     from ascend_operator.clients.kube import KubeApi, load_config
+    from ascend_operator.clients.resources import SERVICE, SERVICE_CR, service_pods
     from ascend_operator.render.pod import spec_hash
 
     load_config(args.kubeconfig or os.environ.get("KUBECONFIG"))
     kube = KubeApi()
-    ais = await kube.read_ais(args.namespace, args.service)
+    ais = await kube.get(SERVICE_CR, args.namespace, args.service)
     if ais is None:
         raise RuntimeError(f"AscendInferenceService {args.namespace}/{args.service} not found")
     spec = parse_resource(ais).spec
-    pods = await kube.list_pods(args.namespace, args.service)
-    service = None if args.pods_only else await kube.read_service(args.namespace, args.service)
+    pods = await service_pods(kube, args.namespace, args.service)
+    service = None if args.pods_only else await kube.get(SERVICE, args.namespace, args.service)
     doc["ais"] = ais_info(name=args.service, namespace=args.namespace, spec_hash=spec_hash(spec), pods=pods)
     urls = service_urls(pods=pods, service=service, default_port=spec.engine.port)
     if not urls:

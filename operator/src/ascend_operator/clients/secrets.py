@@ -9,11 +9,15 @@ once on a rotation. Values live only in this object's dicts; the
 `ApiKey` wrapper's repr hides them, so a stray log of a structure holding one shows no key.
 """
 
+import base64
+import binascii
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ascend_operator.api.security import SecretKeyRef
+from ascend_operator.clients.kube import ApiRefused
+from ascend_operator.clients.resources import SECRET, Kube
 
 #: Seconds a key read from its Secret is reused.
 TTL_SECONDS = 30.0
@@ -21,6 +25,26 @@ TTL_SECONDS = 30.0
 ReadKey = Callable[[str, str, str], Awaitable[tuple[str, str] | None]]
 """(namespace, Secret name, key) -> (value, the Secret's resourceVersion), None when the Secret or key is
 missing or unreadable."""
+
+
+async def read_secret_key(kube: Kube, namespace: str, name: str, key: str) -> tuple[str, str] | None:
+    """One value of a Secret and the Secret's resourceVersion (a `ReadKey`); None when the Secret or key is
+    missing, not readable (403: the chart grants `get` on named Secrets only) or not base64 text. The
+    value is never logged."""
+    try:
+        secret = await kube.get(SECRET, namespace, name)
+    except ApiRefused as exc:
+        if exc.status == 403:
+            return None
+        raise
+    raw = ((secret or {}).get("data") or {}).get(key)
+    if secret is None or raw is None:
+        return None
+    try:
+        value = base64.b64decode(raw, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return value, str((secret.get("metadata") or {}).get("resourceVersion") or "")
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,10 @@ def _event_time(event: Mapping[str, Any]) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp") or "")
 
 
+#: The field selector of the events `mount_failures` reads: a pod's FailedMount events only.
+FAILED_MOUNT_EVENTS = "involvedObject.kind=Pod,reason=FailedMount"
+
+
 def mount_failures(events: Sequence[Mapping[str, Any]], pods: Sequence[PodView]) -> dict[str, str]:
     """Pod name -> message of its latest FailedMount event (core v1 events as the API returns them).
 

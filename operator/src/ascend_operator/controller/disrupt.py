@@ -28,7 +28,7 @@ import kopf
 from ascend_operator.api.constants import ANNOTATION_DRAIN, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import DEGRADED, PROGRESSING, AscendInferenceServiceStatus, Roll
-from ascend_operator.clients.kube import KubeApi
+from ascend_operator.clients.resources import LWS, POD, SERVICE_CR, Kube, service_pods
 from ascend_operator.controller import faults
 from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 class Site:
     """Where a decision acts: the service and the I/O it may do."""
 
-    kube: KubeApi
+    kube: Kube
     events: EventSink
     namespace: str
     service: str
@@ -155,13 +155,14 @@ async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candi
     """The health roll times, read from the stored status only when a health candidate needs them."""
     if not any(c.reason in HEALTH_REASONS for c in candidates):
         return []
-    current = await site.kube.read_ais(site.namespace, site.service)
+    current = await site.kube.get(SERVICE_CR, site.namespace, site.service)
     return health_history((current or {}).get("status") or {}, memory.rolls)
 
 
 async def _serving(site: Site) -> list[PodView]:
     """Single-node pods and group leaders (a group is judged and deleted through its leader)."""
-    return [v for p in await site.kube.list_pods(site.namespace, site.service) if (v := pod_view(p)).leader_or_single]
+    pods = await service_pods(site.kube, site.namespace, site.service)
+    return [v for p in pods if (v := pod_view(p)).leader_or_single]
 
 
 async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reason: RollReason) -> bool:
@@ -169,11 +170,11 @@ async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reaso
     if pod is not None and pod.worker_index == 0 and pod.replica is not None and reason in REMOVAL_REASONS:
         lws = f"{site.service}{LWS_SUFFIX}"
         if pod.replica == 0:
-            return await site.kube.delete_lws(site.namespace, lws)
-        await site.kube.patch_lws(site.namespace, lws, {"spec": {"replicas": pod.replica}})
+            return await site.kube.delete(LWS, site.namespace, lws, foreground=True)
+        await site.kube.patch(LWS, site.namespace, lws, {"spec": {"replicas": pod.replica}})
         return True
     grace = HUNG_GRACE_SECONDS if reason in HUNG_REASONS else None  # None: the pod's own grace period
-    return await site.kube.delete_pod(site.namespace, name, uid, grace_seconds=grace)
+    return await site.kube.delete(POD, site.namespace, name, uid=uid, grace_seconds=grace)
 
 
 async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[PodView]) -> bool:
@@ -195,9 +196,8 @@ async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[
 async def _drain(site: Site, action: Drain) -> None:
     now = site.clock()
     note = json.dumps({"since": iso(now), "reason": action.reason.value, "message": action.message[:500]})
-    if not await site.kube.patch_pod(
-        site.namespace, action.pod, {"metadata": {"annotations": {ANNOTATION_DRAIN: note}}}
-    ):
+    annotate = {"metadata": {"annotations": {ANNOTATION_DRAIN: note}}}
+    if await site.kube.patch(POD, site.namespace, action.pod, annotate) is None:
         return
     condition = {
         "type": READINESS_GATE,
@@ -207,7 +207,7 @@ async def _drain(site: Site, action: Drain) -> None:
         "lastTransitionTime": iso(now),
     }
     try:
-        await site.kube.patch_pod_status(site.namespace, action.pod, {"status": {"conditions": [condition]}})
+        await site.kube.patch(POD, site.namespace, action.pod, {"status": {"conditions": [condition]}}, status=True)
     except (kopf.TemporaryError, kopf.PermanentError) as exc:  # the health loop writes it from the annotation
         log.warning("drain gate of pod %s/%s not written: %s", site.namespace, action.pod, exc)
     site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
@@ -222,7 +222,7 @@ def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str,
 async def _append(site: Site, memory: ServiceMemory, records: Sequence[Roll], *, health: bool) -> bool:
     """Append roll records to status.rolls (and, for a health roll, its time to status.healthRolls) under a
     resourceVersion precondition; False when the object moved on meanwhile (nothing written)."""
-    current = await site.kube.read_ais(site.namespace, site.service)
+    current = await site.kube.get(SERVICE_CR, site.namespace, site.service)
     if current is None:
         return False
     status = current.get("status") or {}
@@ -234,7 +234,10 @@ async def _append(site: Site, memory: ServiceMemory, records: Sequence[Roll], *,
         fields["health_rolls"] = times[-HEALTH_ROLLS_KEPT:]
     written = merge_patch(AscendInferenceServiceStatus(**fields))  # only these fields: the rest is not ours here
     version = str((current.get("metadata") or {}).get("resourceVersion") or "")
-    if not await site.kube.patch_status_at(site.namespace, site.service, version, written):
+    stored_at = await site.kube.patch(
+        SERVICE_CR, site.namespace, site.service, {"status": written}, status=True, resource_version=version
+    )
+    if stored_at is None:
         memory.rolls = stored  # moved on meanwhile: decide again on the next pass, from what is stored
         return False
     memory.rolls = rolls
@@ -287,7 +290,7 @@ async def observe_groups(site: Site, memory: ServiceMemory, lws: Mapping[str, An
     now = leaders_seen(pods, before=seen, size=size if isinstance(size, int) else 0)
     if now != seen:
         patch = {"metadata": {"annotations": {ANNOTATION_LEADERS: json.dumps(now, sort_keys=True)}}}
-        await site.kube.patch_lws(site.namespace, f"{site.service}{LWS_SUFFIX}", patch)
+        await site.kube.patch(LWS, site.namespace, f"{site.service}{LWS_SUFFIX}", patch)
 
 
 async def disrupt(

@@ -24,11 +24,12 @@ from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
-from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.disrupt import stored_rolls
+from ascend_operator.controller.engine_io import Monitor, MonitorState
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, record_pass, start_service
-from ascend_operator.controller.monitor import Monitor, MonitorState, health_pass
+from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 from ascend_operator.render.netpol import OperatorPeer
@@ -80,7 +81,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # no connector-wide limit (aiohttp's default 100 would queue a 200-service fleet's canaries inside
     # their timeouts); EngineClient bounds scrapes and canaries itself, before their timeouts start
     memo.engines = EngineClient(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
-    memo.api_keys = ApiKeyCache(read=memo.kube.read_secret_key)
+    memo.api_keys = ApiKeyCache(read=functools.partial(read_secret_key, memo.kube))
     memo.setdefault("operator_peer", OperatorPeer())
     memo.wakers = {}
     memo.services = {}

@@ -15,22 +15,26 @@ a Secret that cannot be read is one event naming the Secret, never its value.
 """
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import kopf
 
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.engine import CanaryResult, EngineClient
-from ascend_operator.clients.kube import KubeApi
-from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.clients.resources import POD, service_pods
 from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.disrupt import Site, disrupt
-from ascend_operator.controller.memory import EventSink, ServiceMemory
+from ascend_operator.controller.engine_io import (
+    Monitor,
+    MonitorState,
+    engine_base,
+    finished_canaries,
+    launch_canaries,
+    scrape,
+    service_api_key,
+)
+from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
 from ascend_operator.controller.status import PodFault
 from ascend_operator.controller.views import PodView, pod_view
@@ -39,207 +43,22 @@ from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.drift import dump_baseline, load_baseline
 from ascend_operator.health.group import observe
-from ascend_operator.health.judge import FAULTS, CanaryOutcome, PodHealth, Verdict
+from ascend_operator.health.judge import FAULTS, Verdict
 from ascend_operator.health.machine import (
     Action,
     Announce,
     Observations,
     RequestRoll,
     SetGate,
-    canary_due,
     config_check_due,
     gate_not_written,
     resume,
     step,
 )
 from ascend_operator.health.recycle import recycle_due
-from ascend_operator.health.samples import EngineSample, parse_metrics
+from ascend_operator.health.samples import EngineSample
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class MonitorState:
-    """Per-service health memory: pod machines and running canaries by pod uid."""
-
-    pods: dict[str, PodHealth] = field(default_factory=dict)
-    canaries: dict[str, "asyncio.Task[CanaryOutcome]"] = field(default_factory=dict)
-    announced: set[tuple[str, str]] = field(default_factory=set)
-    """Warnings already posted (an unreadable key Secret), so each is one event, not one per pass."""
-    scrape_failures: dict[str, int] = field(default_factory=dict)
-    """A pass's scrapes that gave no sample, by pod uid (logged at debug with each failure)."""
-
-    def forget(self, keep: set[str]) -> None:
-        """Drop the pods not in `keep` (gone, terminating), cancelling their canaries."""
-        self.pods = {uid: h for uid, h in self.pods.items() if uid in keep}
-        self.scrape_failures = {uid: n for uid, n in self.scrape_failures.items() if uid in keep}
-        for uid in [u for u in self.canaries if u not in keep]:
-            self.canaries.pop(uid).cancel()
-
-    async def close(self) -> None:
-        """Cancel every running canary and wait for them (the loop is stopping)."""
-        tasks = list(self.canaries.values())
-        self.canaries.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-
-@dataclass(frozen=True, kw_only=True)
-class Monitor:
-    """The I/O and clocks a pass uses, injected."""
-
-    kube: KubeApi
-    engines: EngineClient
-    events: EventSink
-    mono: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
-    keys: ApiKeyCache | None = None
-    """Where API keys come from; None: engines are asked without one."""
-
-
-def _base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:
-    return f"http://{pod.ip}:{spec.engine.port}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Exposition:
-    """A /metrics answer as fetched, with the time it came: parsing costs far more than fetching (at 200
-    services it was a third of the operator's CPU), so a canary parses its own scrapes only if it needs them."""
-
-    text: str
-    t: float
-
-    def sample(self) -> EngineSample | None:
-        try:
-            return parse_metrics(self.text, t=self.t)
-        except ValueError:  # not a Prometheus exposition: as good as no answer
-            return None
-
-
-async def _fetch(mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView) -> _Exposition | None:
-    text = await mon.engines.get_text(f"{_base(pod, spec)}/metrics", timeout=spec.health.scrape_timeout_seconds)
-    return None if text is None else _Exposition(text, mon.mono())
-
-
-async def _scrape(
-    mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView, *, failures: dict[str, int] | None = None
-) -> EngineSample | None:
-    """One scrape parsed; a scrape without a sample is logged at debug with the time it took and counted in
-    `failures` (by pod uid) when given."""
-    started = mon.mono()
-    fetched = await _fetch(mon, spec, pod)
-    sample = None if fetched is None else fetched.sample()
-    if sample is None:
-        why = "no answer (refused, error status or timeout)" if fetched is None else "not a Prometheus exposition"
-        _scrape_failed(pod, why, elapsed=mon.mono() - started, timeout=spec.health.scrape_timeout_seconds, n=failures)
-    return sample
-
-
-def _scrape_failed(pod: PodView, why: str, *, elapsed: float, timeout: float, n: dict[str, int] | None) -> None:
-    """Why a scrape gave no sample and how long it took. Three scrape intervals without one make the pod
-    EngineNotAnswering; a lone flap under load is explained here: `elapsed` includes the wait for the
-    engine client's concurrency limit, which a scrape queued behind many others spends before its own
-    timeout starts."""
-    count = ""
-    if n is not None:
-        n[pod.uid] = n.get(pod.uid, 0) + 1
-        count = f" ({n[pod.uid]} failed scrape(s) of this pod)"
-    log.debug("scrape of pod %s failed after %.2fs (timeout %.1fs): %s%s", pod.name, elapsed, timeout, why, count)
-
-
-async def _api_key(mon: Monitor, spec: AscendInferenceServiceSpec, namespace: str, state: MonitorState) -> str | None:
-    """The service's API key, or None (no key asked for, or the Secret cannot be read: announced once)."""
-    ref = spec.auth.api_key_secret_ref
-    if ref is None or mon.keys is None:
-        return None
-    key = await mon.keys.get(namespace, ref)
-    marker = ("ApiKeyUnavailable", f"{ref.name}/{ref.key}")
-    if key is None:
-        if marker not in state.announced:
-            state.announced.add(marker)
-            mon.events(
-                "Warning",
-                "ApiKeyUnavailable",
-                f"cannot read key {ref.key!r} of Secret {ref.name!r}; the canary and the config check go without it",
-            )
-        return None
-    state.announced.discard(marker)
-    return key.value
-
-
-async def run_canary(
-    mon: Monitor, spec: AscendInferenceServiceSpec, pod: PodView, *, namespace: str = "", api_key: str | None = None
-) -> CanaryOutcome:
-    """One canary between two scrapes of its own. Refused (401) with the key, it asks again with the
-    Secret's previous value: an engine started before a rotation still takes that one until replaced.
-    The scrapes only judge a canary without tokens (`CanaryOutcome.queued`), so one that returned tokens
-    parses neither and takes no second scrape."""
-    canary = spec.health.canary
-    before = await _fetch(mon, spec, pod)
-
-    def ask(key: str | None) -> Awaitable[CanaryResult]:
-        return mon.engines.canary(
-            _base(pod, spec),
-            model=spec.model.served_name,
-            prompt=canary.prompt,
-            max_tokens=canary.max_tokens,
-            timeout=canary.timeout_seconds,
-            api_key=key,
-        )
-
-    result = await ask(api_key)
-    ref = spec.auth.api_key_secret_ref
-    if result.status == 401 and ref is not None and mon.keys is not None:
-        previous = mon.keys.previous(namespace, ref)
-        if previous is not None:
-            result = await ask(previous.value)
-        if result.status == 401:
-            mon.keys.invalidate(namespace, ref)  # maybe rotated again: read the Secret next pass
-    if result.ok:
-        return CanaryOutcome(ok=True, before=None, after=None, ended=mon.mono())
-    after = await _scrape(mon, spec, pod)
-    return CanaryOutcome(
-        ok=False,
-        before=None if before is None else before.sample(),
-        after=after,
-        ended=mon.mono(),
-        detail=result.error,
-    )
-
-
-def _finished_canaries(state: MonitorState) -> dict[str, CanaryOutcome]:
-    """Collect the canaries that ended; one that raised is a canary without tokens."""
-    done: dict[str, CanaryOutcome] = {}
-    for uid, task in list(state.canaries.items()):
-        if not task.done():
-            continue
-        del state.canaries[uid]
-        if task.cancelled():
-            continue
-        if (exc := task.exception()) is not None:
-            log.warning("canary of pod uid %s failed: %r", uid, exc)
-            continue
-        done[uid] = task.result()
-    return done
-
-
-def _launch_canaries(
-    mon: Monitor,
-    spec: AscendInferenceServiceSpec,
-    state: MonitorState,
-    pods: list[PodView],
-    *,
-    namespace: str,
-    api_key: str | None,
-) -> None:
-    now = mon.mono()
-    for pod in pods:
-        if canary_due(state.pods[pod.uid], now=now, cfg=spec.health, in_flight=pod.uid in state.canaries):
-            run = run_canary(mon, spec, pod, namespace=namespace, api_key=api_key)
-            state.canaries[pod.uid] = asyncio.create_task(run, name=f"canary {pod.name}")
 
 
 async def _config_checks(
@@ -258,7 +77,7 @@ async def _config_checks(
         if sample is None or not config_check_due(state.pods[p.uid]):
             continue
         models = await mon.engines.get_json(
-            f"{_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds, api_key=api_key
+            f"{engine_base(p, spec)}/v1/models", timeout=spec.health.scrape_timeout_seconds, api_key=api_key
         )
         if models is not None:
             found[p.uid] = tuple(str(m) for m in check_config(expected, models=models, sample=sample))
@@ -285,11 +104,12 @@ async def _execute(
                 "lastTransitionTime": iso(mon.wall()),
             }
             try:
-                written = await mon.kube.patch_pod_status(namespace, pod.name, {"status": {"conditions": [condition]}})
+                patch = {"status": {"conditions": [condition]}}
+                written = await mon.kube.patch(POD, namespace, pod.name, patch, status=True)
             except (kopf.TemporaryError, kopf.PermanentError) as exc:
                 log.warning("readiness gate of pod %s/%s not written: %s", namespace, pod.name, exc)
-                written = False
-            if not written:  # gone (404) or refused: the next pass writes it again if the pod is still there
+                written = None
+            if written is None:  # gone (404) or refused: the next pass writes it again if the pod is still there
                 state.pods[pod.uid] = gate_not_written(state.pods[pod.uid])
     return rolls
 
@@ -317,7 +137,7 @@ async def _keep_baselines(mon: Monitor, state: MonitorState, pods: list[PodView]
             continue
         patch = {"metadata": {"annotations": {ANNOTATION_DRIFT_BASELINE: text}}}
         try:
-            await mon.kube.patch_pod(namespace, pod.name, patch)
+            await mon.kube.patch(POD, namespace, pod.name, patch)
         except (kopf.TemporaryError, kopf.PermanentError) as exc:
             log.warning("drift baseline of pod %s/%s not written: %s", namespace, pod.name, exc)
 
@@ -356,7 +176,7 @@ async def health_pass(
     # A group is judged through its leader (it serves the API and the metrics of every DP rank); a
     # worker is `--headless`. Deleting a leader recreates its whole group (RecreateGroupOnPodRestart).
     # The worker pods are kept for the group's verdict (health.group: a gone worker is WorkerGone).
-    every = [pod_view(p) for p in await mon.kube.list_pods(namespace, service)]
+    every = [pod_view(p) for p in await service_pods(mon.kube, namespace, service)]
     views = [v for v in every if v.leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
@@ -365,13 +185,13 @@ async def health_pass(
     samples = dict(
         zip(
             (p.uid for p in live),
-            await asyncio.gather(*(_scrape(mon, spec, p, failures=state.scrape_failures) for p in live)),
+            await asyncio.gather(*(scrape(mon, spec, p, failures=state.scrape_failures) for p in live)),
             strict=True,
         )
     )
     answering = [p for p in live if samples[p.uid] is not None]
-    outcomes = _finished_canaries(state)
-    api_key = await _api_key(mon, spec, namespace, state) if answering else None
+    outcomes = finished_canaries(state)
+    api_key = await service_api_key(mon, spec, namespace, state) if answering else None
     configs = await _config_checks(mon, spec, state, answering, samples, api_key)
     verdicts: dict[str, Verdict] = {}
     rolls: list[Candidate] = []  # what the machines ask for, and nothing else: their actions are the only path
@@ -404,7 +224,7 @@ async def health_pass(
     await disrupt(site, memory, spec, source="health", candidates=candidates)
     # a draining pod takes no canary: its requests must reach 0, and the canary is one
     idle = [p for p in answering if p.drain is None]
-    _launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)
+    launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)
     memory.pod_faults = _faults(live, verdicts)
     now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))

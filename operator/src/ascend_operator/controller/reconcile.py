@@ -15,7 +15,6 @@ every create or delete tolerates "already done".
 """
 
 import asyncio
-import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +23,22 @@ from typing import Any, TypeVar
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.kube import ApiRefused, KubeApi
+from ascend_operator.clients.kube import ApiRefused
+from ascend_operator.clients.resources import (
+    EVENT,
+    LWS,
+    POD,
+    SERVICE_CR,
+    Kube,
+    service_pods,
+)
 from ascend_operator.clients.secrets import ApiKeyCache
-from ascend_operator.controller.causes import may_fail_mount, mount_failures
+from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
 from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
+from ascend_operator.controller.owned import ensure_network_policy, ensure_pdb, ensure_service
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import (
@@ -42,17 +50,12 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
-from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
-from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
+from ascend_operator.render.netpol import OperatorPeer, policy_name
 from ascend_operator.render.pod import (
     Owner,
-    build_pdb,
     build_pod,
-    build_service,
-    owned_by,
     scale_selector,
-    service_patch,
     service_url,
     spec_hash,
 )
@@ -65,7 +68,7 @@ T = TypeVar("T")
 class Context:
     """The I/O a pass may do, injected."""
 
-    kube: KubeApi
+    kube: Kube
     events: EventSink
     now: Callable[[], str]
     npu_resource: str = NPU_RESOURCE
@@ -94,65 +97,6 @@ def _raw_replicas(body: Mapping[str, Any]) -> int:
     """spec.replicas of a spec that did not parse, for the status only."""
     raw = (body.get("spec") or {}).get("replicas", 1)
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
-
-
-#: A cached read of one object; `fresh=True` asks the API server.
-Read = Callable[..., Awaitable[dict[str, Any] | None]]
-
-
-async def _current_or_create(
-    ctx: Context, desired: Mapping[str, Any], current: dict[str, Any] | None, read: Read, *, announce: str = ""
-) -> dict[str, Any] | None:
-    """What `desired` is to be compared with: `current`; None once it was created (posting an `announce`
-    event); else it exists although the cache lacks it (its labels were edited away), and a fresh read
-    gives it, so the caller's patch puts them back."""
-    if current is not None:
-        return current
-    if await ctx.kube.create(desired):
-        if announce:
-            ctx.events("Normal", announce, f"created {desired['kind']} {desired['metadata']['name']}")
-        return None
-    return await read(fresh=True)
-
-
-async def _ensure_service(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
-    desired = build_service(parsed.spec, owner=owner)
-    read = functools.partial(ctx.kube.read_service, owner.namespace, owner.name)
-    current = await _current_or_create(ctx, desired, await read(), read)
-    if current is not None and (patch := service_patch(current, desired)):
-        await ctx.kube.patch_service(owner.namespace, owner.name, patch)
-
-
-async def _ensure_pdb(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
-    # one name for both: a topology switch patches the budget in place (render/group_pdb.py)
-    if is_multi_node(parsed.spec):
-        desired = build_group_pdb(parsed.spec, owner=owner)
-    else:
-        desired = build_pdb(parsed.spec, owner=owner)
-    read = functools.partial(ctx.kube.read_pdb, owner.namespace, owner.name)
-    current = await read()
-    if desired is None:
-        if current is not None and owned_by(current, owner):
-            await ctx.kube.delete_pdb(owner.namespace, owner.name)
-            ctx.events("Normal", "DisruptionBudgetRemoved", f"deleted PodDisruptionBudget {owner.name}")
-        return
-    current = await _current_or_create(ctx, desired, current, read, announce="DisruptionBudgetCreated")
-    want = desired["spec"]["minAvailable"]
-    if current is not None and current.get("spec", {}).get("minAvailable") != want:
-        await ctx.kube.patch_pdb(owner.namespace, owner.name, {"spec": {"minAvailable": want}})
-
-
-async def _ensure_network_policy(ctx: Context, parsed: ParsedService, owner: Owner) -> None:
-    desired = build_network_policy(parsed.spec, owner=owner, operator=ctx.operator)
-    read = functools.partial(ctx.kube.read_network_policy, owner.namespace, policy_name(owner))
-    current = await read()
-    if desired is None:
-        if current is not None and owned_by(current, owner):  # turned off: ours only, never a user's
-            await ctx.kube.delete_network_policy(owner.namespace, policy_name(owner))
-        return
-    current = await _current_or_create(ctx, desired, current, read)
-    if current is not None and current.get("spec") != desired["spec"]:
-        await ctx.kube.patch_network_policy(owner.namespace, policy_name(owner), {"spec": desired["spec"]})
 
 
 async def _key_version(ctx: Context, parsed: ParsedService, namespace: str) -> str | None:
@@ -226,7 +170,7 @@ async def _apply_group(
     desired = build_leader_worker_set(parsed.spec, owner=owner, npu_resource=ctx.npu_resource)
     name = desired["metadata"]["name"]
     digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-    current = await ctx.kube.read_lws(owner.namespace, name)
+    current = await ctx.kube.get(LWS, owner.namespace, name)
     have_replicas = None if current is None else (current.get("spec") or {}).get("replicas")
     plan = plan_groups(
         replicas=parsed.spec.replicas,
@@ -241,14 +185,14 @@ async def _apply_group(
     if current is not None:
         await observe_groups(site, memory, current, pods)
     if current is None:
-        if await ctx.kube.create_lws(desired):
+        if await ctx.kube.create(desired):
             ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
         acted = True
     else:
         have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
         if have_hash != digest or have_replicas != plan.lws_replicas:
             patch = {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]}
-            await ctx.kube.patch_lws(owner.namespace, name, patch)
+            await ctx.kube.patch(LWS, owner.namespace, name, patch)
             ctx.events(
                 "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
             )
@@ -274,7 +218,7 @@ async def _apply(
         return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=parsed.spec.replicas)
     plan = plan_pods_beside_groups(replicas=parsed.spec.replicas, pods=pods)
     # no group serves: removing the set costs nothing
-    if plan.remove_set and await ctx.kube.delete_lws(owner.namespace, lws_name(owner)):
+    if plan.remove_set and await ctx.kube.delete(LWS, owner.namespace, lws_name(owner), foreground=True):
         ctx.events("Normal", RollReason.SPEC_CHANGED, f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
     more = plan.candidates
     return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=plan.replicas, more=more)
@@ -283,10 +227,10 @@ async def _apply(
 async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseException) -> None:
     """Delete the pods this pass created (those not in `known`): their NetworkPolicy could not be made."""
     said = cause.message if isinstance(cause, ApiRefused) else str(cause)
-    for pod in await ctx.kube.list_pods(owner.namespace, owner.name):
+    for pod in await service_pods(ctx.kube, owner.namespace, owner.name):
         meta = pod["metadata"]
         if meta["uid"] not in known and meta.get("deletionTimestamp") is None:
-            await ctx.kube.delete_pod(owner.namespace, meta["name"], meta["uid"])
+            await ctx.kube.delete(POD, owner.namespace, meta["name"], uid=meta["uid"])
             why = f"deleted pod {meta['name']}: its NetworkPolicy {policy_name(owner)} could not be made: {said}"
             ctx.events("Warning", "NetworkPolicyFailed", why)
 
@@ -314,13 +258,15 @@ async def _guarded_apply(
     pod, not one per retry. A multi-node spec's groups come from a LeaderWorkerSet, not from pods this
     pass can name: the policy goes first there. True when anything was done."""
     if memory.policy_failed or is_multi_node(parsed.spec):
-        await _ensure_network_policy(ctx, parsed, owner)
+        await ensure_network_policy(ctx.kube, ctx.events, parsed, owner, operator=ctx.operator)
         memory.policy_failed = False
         return await _apply(ctx, parsed, owner, pods, key_version, memory)
     # the pods in this task, the policy in a task beside it: the pod create goes to the API client at
     # once, while a new task waits its turn behind the whole loop (at 200 services on 2 cores the policy
     # task that a gather started first delayed the pod create by 2-26 ms; docs/scale.md)
-    guard = asyncio.create_task(_ensure_network_policy(ctx, parsed, owner), name=f"policy {owner.name}")
+    guard = asyncio.create_task(
+        ensure_network_policy(ctx.kube, ctx.events, parsed, owner, operator=ctx.operator), name=f"policy {owner.name}"
+    )
     try:
         applied = await _settled(_apply(ctx, parsed, owner, pods, key_version, memory))
         policy = await _settled(guard)
@@ -367,7 +313,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             if f.severity is not Severity.NOTE:
                 ctx.events("Warning", f.rule, f"{f.field}: {f.message}")
 
-    pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
+    pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
     previous = memory.previous(body.get("status"))
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
@@ -377,15 +323,15 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
         # API call (issue 14)
         if await _guarded_apply(ctx, parsed, owner, pods, key_version, memory):
-            pods = [pod_view(p) for p in await ctx.kube.list_pods(owner.namespace, owner.name)]
-        await _ensure_service(ctx, parsed, owner)
-        await _ensure_pdb(ctx, parsed, owner)
+            pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
+        await ensure_service(ctx.kube, ctx.events, parsed, owner)
+        await ensure_pdb(ctx.kube, ctx.events, parsed, owner)
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
-        failures = mount_failures(await ctx.kube.list_mount_failures(owner.namespace), pods)
+        failures = mount_failures(await ctx.kube.list(EVENT, owner.namespace, fields=FAILED_MOUNT_EVENTS), pods)
     valid = parsed is not None and not errors
     status = compute_status(
         Observed(
@@ -410,7 +356,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     publish_conditions(owner.namespace, owner.name, status["conditions"])
     now = ctx.mono()
     if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):
-        await ctx.kube.patch_status(owner.namespace, owner.name, status)
+        await ctx.kube.patch(SERVICE_CR, owner.namespace, owner.name, {"status": status}, status=True)
         memory.live_written_at, memory.written = now, status
         for event in condition_events(previous, status):
             ctx.events(*event)

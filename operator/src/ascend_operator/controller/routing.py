@@ -20,7 +20,8 @@ import kopf
 from ascend_operator.api.constants import POOL_CRD
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import INFERENCE_POOL_READY
-from ascend_operator.clients.kube import ApiRefused, KubeApi
+from ascend_operator.clients.kube import ApiRefused, NotServed
+from ascend_operator.clients.resources import POOL, Kube
 from ascend_operator.controller.status import ConditionRecord
 from ascend_operator.render.inferencepool import build_inference_pool, pool_name
 from ascend_operator.render.pod import Owner
@@ -116,14 +117,14 @@ def previous_condition(previous: Mapping[str, Any] | None) -> ConditionRecord | 
     return None
 
 
-async def _remove(kube: KubeApi, owner: Owner) -> ConditionRecord | None:
+async def _remove(kube: Kube, owner: Owner) -> ConditionRecord | None:
     """Delete the pool this service owns (routing was turned off); None once nothing of ours is left, else
     the condition that keeps the removal pending for the next pass."""
     name = pool_name(owner)
     try:
-        current = await kube.read_inference_pool(owner.namespace, name)
+        current = await kube.get(POOL, owner.namespace, name)
         if current is not None and owned_by(current, owner.uid):
-            await kube.delete_inference_pool(owner.namespace, name, current["metadata"]["uid"])
+            await kube.delete(POOL, owner.namespace, name, uid=current["metadata"]["uid"])
     except ApiRefused as exc:
         if exc.status == 403:
             return _refused(exc, name, owner.namespace)
@@ -133,7 +134,7 @@ async def _remove(kube: KubeApi, owner: Owner) -> ConditionRecord | None:
 
 
 async def sync_inference_pool(
-    kube: KubeApi, spec: AscendInferenceServiceSpec, owner: Owner, previous: Mapping[str, Any] | None
+    kube: Kube, spec: AscendInferenceServiceSpec, owner: Owner, previous: Mapping[str, Any] | None
 ) -> Sequence[ConditionRecord]:
     """Make the cluster's pool match the spec; the condition to report (none when routing is off)."""
     if not spec.routing.inference_pool.enabled:
@@ -144,18 +145,19 @@ async def sync_inference_pool(
     desired = build_inference_pool(spec, owner=owner)
     name = desired["metadata"]["name"]
     try:
-        current = await kube.read_inference_pool(owner.namespace, name)
+        current = await kube.get(POOL, owner.namespace, name)
         action = plan_pool(desired, current, uid=owner.uid)
-        if action is PoolAction.CREATE:
-            made = await kube.create_inference_pool(desired)
-            if made is None:
-                return (crd_missing(name),)
-            if made is False:  # created by a racing pass or by someone else: judged on the next pass
-                current = await kube.read_inference_pool(owner.namespace, name)
-                if current is not None and not owned_by(current, owner.uid):
-                    action = PoolAction.NOT_OWNED
+        if action is PoolAction.CREATE and not await kube.create(desired):
+            # created by a racing pass or by someone else: judged on the next pass
+            current = await kube.get(POOL, owner.namespace, name)
+            if current is not None and not owned_by(current, owner.uid):
+                action = PoolAction.NOT_OWNED
         elif action is PoolAction.REPLACE_SPEC:
-            await kube.replace_inference_pool_spec(owner.namespace, name, desired["spec"])
+            # the whole spec (a JSON patch `replace`), so no stale matchLabels key survives a merge
+            replace = [{"op": "replace", "path": "/spec", "value": desired["spec"]}]
+            await kube.patch(POOL, owner.namespace, name, replace)
+    except NotServed:
+        return (crd_missing(name),)
     except ApiRefused as exc:
         return (_refused(exc, name, owner.namespace),)
     except kopf.TemporaryError as exc:  # the API server did not answer: say so, retry on the next pass
