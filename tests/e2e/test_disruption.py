@@ -38,6 +38,7 @@ from tests.e2e.operator_fixtures import (
     start,
     start_operator,
 )
+from tests.e2e.passes import free_port, more_passes
 
 
 def delete_services(cluster: Cluster, namespace: str) -> None:
@@ -46,10 +47,16 @@ def delete_services(cluster: Cluster, namespace: str) -> None:
 
 
 @pytest.fixture
-def op(cluster: Cluster, namespace: str, crd: None, tmp_path: Path) -> Iterator[Proc]:
+def op_metrics() -> int:
+    """The port of the test operator's Prometheus metrics (its pass counts: tests/e2e/passes.py)."""
+    return free_port()
+
+
+@pytest.fixture
+def op(cluster: Cluster, namespace: str, crd: None, tmp_path: Path, op_metrics: int) -> Iterator[Proc]:
     """This test's operator (no other operator acts on the cluster meanwhile); the test's services are
     deleted before it stops."""
-    proc = start_operator(cluster, tmp_path / "operator.log")
+    proc = start_operator(cluster, tmp_path / "operator.log", "--metrics-port", str(op_metrics))
     yield proc
     delete_services(cluster, namespace)
     proc.stop()
@@ -125,7 +132,8 @@ def test_a_crash_between_the_roll_record_and_the_delete_loses_nothing_and_delete
     assert [(r["pod"], r["uid"], r["reason"]) for r in rolls] == [("svc-0", first["metadata"]["uid"], "Stalled")]
     assert [p["metadata"]["uid"] for p in live(cluster, namespace)] == [first["metadata"]["uid"]]  # not deleted
 
-    second = start_operator(cluster, tmp_path / "second.log")
+    second_metrics = free_port()
+    second = start_operator(cluster, tmp_path / "second.log", "--metrics-port", str(second_metrics))
     try:
         wait_for(
             lambda: (now := live(cluster, namespace)) and now[0]["metadata"]["uid"] != first["metadata"]["uid"],
@@ -134,7 +142,7 @@ def test_a_crash_between_the_roll_record_and_the_delete_loses_nothing_and_delete
         )
         wait_for(lambda: all_ready(cluster, namespace), timeout=120, message="Ready on the successor")
         successor = live(cluster, namespace)[0]
-        time.sleep(8)  # several passes of both loops: the record must not hit the successor
+        more_passes(second_metrics, health=6, reconcile=2)  # both loops looked again: the record spares the successor
         assert [p["metadata"]["uid"] for p in live(cluster, namespace)] == [successor["metadata"]["uid"]]
         status = ais(cluster, namespace, "svc")["status"]
         assert len(status["rolls"]) == 1
@@ -199,7 +207,7 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 
 def test_a_drift_roll_drains_the_pod_and_its_long_request_completes(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc, attach: Callable[..., Proc]
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc, op_metrics: int, attach: Callable[..., Proc]
 ) -> None:
     health = {
         **FAST,
@@ -218,7 +226,7 @@ def test_a_drift_roll_drains_the_pod_and_its_long_request_completes(
     long_body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 60000, "ignore_eos": True}
     long_thread = completion(url, long_body, long_result)
     background_requests(url, short, clients=8, stop=stop)
-    time.sleep(15)  # the baseline: busy windows at C9
+    more_passes(op_metrics, health=15, reconcile=0)  # the baseline: 15 scrapes of busy windows at C9
     post(url, "/sim/faults", {"fault": "drift", "fraction": 0.5, "period_s": 30})
     try:
         wait_for(
@@ -246,7 +254,7 @@ def test_a_drift_roll_drains_the_pod_and_its_long_request_completes(
 
 
 def test_kubectl_scale_down_removes_the_replica_with_fewer_running_requests(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc, attach: Callable[..., Proc]
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc, op_metrics: int, attach: Callable[..., Proc]
 ) -> None:
     serve(cluster, namespace, add_nodes, attach, replicas=2, health=FAST, rollout={"drainSeconds": 60})
     busy = by_name(cluster, namespace, "svc-1")  # the highest index: the old rule would have removed it
@@ -254,7 +262,7 @@ def test_kubectl_scale_down_removes_the_replica_with_fewer_running_requests(
     body = {"model": MODEL, "prompt": "steady", "sim_prompt_tokens": 256, "max_tokens": 3000, "ignore_eos": True}
     background_requests(base(busy), body, clients=4, stop=stop)
     try:
-        time.sleep(4)  # a few scrapes see it busy
+        more_passes(op_metrics, health=3, reconcile=0)  # a few scrapes see it busy
         cluster.kubectl("scale", "ais/svc", "-n", namespace, "--replicas=1")
         wait_for(
             lambda: [p["metadata"]["name"] for p in live(cluster, namespace)] == ["svc-1"],
@@ -270,7 +278,7 @@ def test_kubectl_scale_down_removes_the_replica_with_fewer_running_requests(
 
 
 def test_a_pod_refused_by_a_resource_quota_shows_in_the_status(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, op: Proc, op_metrics: int
 ) -> None:
     quota = {
         "apiVersion": "v1",
@@ -295,7 +303,7 @@ def test_a_pod_refused_by_a_resource_quota_shows_in_the_status(
     ready = next(c for c in ais(cluster, namespace, "svc")["status"]["conditions"] if c["type"] == "Ready")
     assert "exceeded quota: no-npus" in ready["message"]
     assert condition(ais(cluster, namespace, "svc"), "Degraded") == ("True", "PodCreateFailed")
-    time.sleep(12)  # more passes retry the create: still one event for the one message
+    more_passes(op_metrics, health=0, reconcile=3)  # more passes retry the create: still one event per message
     posted = [e["message"] for e in events(cluster, namespace, "PodCreateFailed")]
     # one for the refusal (per distinct message) and one for Degraded turning True with that reason
     assert sum(m.startswith("creating pod svc-0: ") for m in posted) == 1, posted

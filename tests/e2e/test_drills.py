@@ -15,16 +15,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.cluster import (
     ROOT,
@@ -53,6 +50,7 @@ from tests.e2e.operator_fixtures import (
     start_attach,
     start_operator,
 )
+from tests.e2e.passes import free_port, metric_values, more_passes
 
 CRD_NAME = "ascendinferenceservices.inference.ascend.dev"
 #: kopf's peering CRDs as the chart ships them.
@@ -108,45 +106,6 @@ def stall_and_roll(cluster: Cluster, namespace: str, name: str) -> dict[str, Any
         message=f"{name} replaced and the service Ready",
     )
     return record
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def metric_values(url: str, name: str, label: str | None = None) -> dict[str, float]:
-    """The samples `name` on the Prometheus endpoint `url`, by the value of `label` (summed when None: "")."""
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                key = sample.labels.get(label, "") if label else ""
-                out[key] = out.get(key, 0.0) + sample.value
-    return out
-
-
-def passes(port: int) -> dict[str, float]:
-    """Passes completed by each loop ("reconcile", "health") of the operator serving metrics on `port`."""
-    return metric_values(f"http://127.0.0.1:{port}/metrics", "ascend_operator_pass_duration_seconds_count", "loop")
-
-
-def more_passes(port: int, *, health: int, reconcile: int) -> None:
-    """Wait until the operator on `port` has completed `health` more health passes and `reconcile` more
-    reconcile passes: what it does in them is then in the status for the test to check (an event to wait
-    on, where a fixed sleep would assert over however many passes a loaded machine happened to run)."""
-    start = passes(port)
-
-    def done() -> bool:
-        now = passes(port)
-        want = {"health": health, "reconcile": reconcile}
-        return all(now.get(loop, 0.0) - start.get(loop, 0.0) >= n for loop, n in want.items())
-
-    wait_for(done, timeout=120, message=f"{health} health and {reconcile} reconcile passes of the operator")
 
 
 # ---------------------------------------------------------------- drill 4: a spec change under a long request
