@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ascend_operator.controller.clock import iso
-from ascend_operator.controller.disrupt import stored_rolls
+from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile

@@ -21,7 +21,7 @@ import yaml
 from ascend_operator.api.constants import KIND
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
-from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
+from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch

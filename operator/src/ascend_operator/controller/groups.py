@@ -6,7 +6,7 @@ shows a group that is short of a worker (Pending for NPUs, or being recreated) w
 
 The plans say how big the LeaderWorkerSet is and which pods are deletion candidates when the spec
 switches between one node and several per replica (spec.parallelism.nodes) or scales groups down: every
-such deletion goes through the disruption decision (controller/disrupt.py), with its budget and drain,
+such deletion goes through the disruption decision (controller/deletions.py), with its budget and drain,
 instead of deleting every single-node pod or the whole set at once.
 """
 

@@ -25,7 +25,7 @@ from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
-from ascend_operator.controller.disrupt import stored_rolls
+from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, record_pass, start_service

@@ -3,7 +3,7 @@
 The only I/O of health is here. Each pass scrapes every engine pod concurrently (per-pod timeouts), collects
 the canaries that ended since the last pass, checks the effective config of pods not yet checked, steps
 each pod's pure state machine (`ascend_operator.health.machine`), writes readiness gates, posts events and
-hands its deletion candidates (stall, drift, age) to the disruption step (controller/disrupt.py), which
+hands its deletion candidates (stall, drift, age) to the disruption step (controller/deletions.py), which
 decides for both loops at once. Canaries run on their own schedule as tasks beside the passes, each
 judged against its own scrapes taken right before it was sent and right after it ended, so a canary queued
 behind 32 busy slots for longer than a pass is judged by what the engine did while it waited. A failing gate
@@ -24,7 +24,7 @@ from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_G
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import POD, service_pods
 from ascend_operator.controller.clock import epoch, iso
-from ascend_operator.controller.disrupt import Site, disrupt
+from ascend_operator.controller.deletions import Site, disrupt
 from ascend_operator.controller.engine_io import (
     Monitor,
     MonitorState,

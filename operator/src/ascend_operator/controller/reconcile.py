@@ -5,7 +5,7 @@
    policy takes the new pods with it), then the Service and the PodDisruptionBudget (counted in groups for
    a multi-node spec: render/group_pdb.py);
 3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
-   disruption step (controller/disrupt.py: one budget and drain shared with the health loop), or, for a
+   disruption step (controller/deletions.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
    spec.routing.inferencePool, the InferencePool (controller/routing.py);
 4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
@@ -34,7 +34,7 @@ from ascend_operator.clients.resources import (
 )
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
-from ascend_operator.controller.disrupt import Site, disrupt, observe_groups
+from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions

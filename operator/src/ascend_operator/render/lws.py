@@ -33,7 +33,7 @@ from ascend_operator.render.pod import Owner, build_pod_spec, common_labels, eng
 LABEL_ROLE = f"{GROUP}/role"
 LWS_SUFFIX = "-group"
 #: On the set: the leader (uid, spec hash) the operator last saw per group, so a group LWS recreated on its
-#: own is recorded in status.rolls, also across an operator restart (controller/disrupt.py observe_groups).
+#: own is recorded in status.rolls, also across an operator restart (controller/deletions.py observe_groups).
 ANNOTATION_LEADERS = f"{GROUP}/leaders"
 
 

@@ -13,7 +13,7 @@ from ascend_operator.api.constants import API_VERSION, KIND
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import Roll
 from ascend_operator.controller import faults
-from ascend_operator.controller.disrupt import Site, disrupt
+from ascend_operator.controller.deletions import Site, disrupt
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.disruption import Candidate, Delete, Drain, DrainResult, RollReason
 from tests.fixtures.kube import FakeKube
