@@ -79,7 +79,7 @@ class FakeEngines:
 
 
 def monitor(kube: FakeKube, engines: FakeEngines, events: list[str]) -> Monitor:
-    return Monitor(kube=kube, engines=engines, events=lambda t, r, m: events.append(r))  # type: ignore[arg-type]
+    return Monitor(kube=kube, engines=engines, events=lambda t, r, m: events.append(r))
 
 
 async def test_a_failed_gate_write_never_ends_the_pass(example: ParsedService) -> None:
@@ -186,7 +186,7 @@ async def test_canary_sends_the_key_and_falls_back_to_the_previous_one_after_a_r
         events=lambda t, r, m: events.append(r),
         keys=keys,
         mono=lambda: clock[0],
-    )  # type: ignore[arg-type]
+    )
 
     async def canary_once() -> None:
         clock[0] += 2 * spec.health.canary.period_seconds  # the last canary is a period old: one is due
@@ -333,7 +333,7 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
     clock = [100.0]
     state, memory = MonitorState(), ServiceMemory()
     kube = cluster(pod("a-0", "u0", "127.0.0.2"))
-    mon = Monitor(kube=kube, engines=Silent(), events=lambda t, r, m: None, mono=lambda: clock[0])  # type: ignore[arg-type]
+    mon = Monitor(kube=kube, engines=Silent(), events=lambda t, r, m: None, mono=lambda: clock[0])
     caplog.set_level(logging.DEBUG, logger=engine_io.__name__)
     try:
         for _ in range(2):

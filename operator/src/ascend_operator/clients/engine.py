@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -40,6 +40,24 @@ MAX_SCRAPES = 32
 #: Canaries in flight at once: a canary may wait its whole timeout behind a busy engine's batch, so the
 #: bound is high; it only keeps a fleet-wide stall from opening thousands of sockets.
 MAX_CANARIES = 256
+
+
+class Engines(Protocol):
+    """What the health loop asks of engines (`EngineClient`; tests script it)."""
+
+    async def get_text(self, url: str, *, timeout: float) -> str | None:
+        """A GET's body, None on any failure."""
+        ...
+
+    async def get_json(self, url: str, *, timeout: float, api_key: str | None = None) -> Mapping[str, Any] | None:
+        """A GET's JSON object, None on any failure."""
+        ...
+
+    async def canary(
+        self, base: str, *, model: str, prompt: str, max_tokens: int, timeout: float, api_key: str | None = None
+    ) -> CanaryResult:
+        """One generation through the engine's OpenAI API."""
+        ...
 
 
 class EngineClient:

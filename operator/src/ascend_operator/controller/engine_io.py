@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.engine import CanaryResult, EngineClient
+from ascend_operator.clients.engine import CanaryResult, Engines
 from ascend_operator.clients.resources import Kube
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.memory import EventSink
@@ -57,7 +57,7 @@ class Monitor:
     """The I/O and clocks a pass uses, injected."""
 
     kube: Kube
-    engines: EngineClient
+    engines: Engines
     events: EventSink
     mono: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
