@@ -16,7 +16,7 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.drift import Baseline, DriftTracker, StepWindow
 from ascend_operator.health.group import GroupObservation, MissingWorker
-from ascend_operator.health.judge import CHAIN, Facts, PodHealth, judge
+from ascend_operator.health.judge import CHAIN, Facts, PodHealth, canary_cycle, judge
 from ascend_operator.health.samples import EngineSample, RankSample
 
 CFG = HealthSpec()
@@ -49,8 +49,8 @@ def config_mismatch(p: Pod) -> Pod:
 
 
 def not_answering(p: Pod) -> Pod:
-    # no scrape answered for 4 intervals, nor a canary for 4 intervals and a canary period
-    return replace(p, now=p.now + 4 * CFG.scrape_interval_seconds + CFG.canary.period_seconds)
+    # no scrape answered for 4 intervals, nor a canary for 4 intervals and a whole canary cycle
+    return replace(p, now=p.now + 4 * CFG.scrape_interval_seconds + canary_cycle(CFG))
 
 
 def stalled(p: Pod) -> Pod:

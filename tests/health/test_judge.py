@@ -49,8 +49,21 @@ def test_slow_metrics_do_not_unready_an_engine_whose_canary_gets_tokens() -> Non
     assert judge(answered, now=stale, cfg=CFG).reason == "CanaryPassing"
     failing = replace(answered, canary_failures=1)
     assert judge(failing, now=stale, cfg=CFG).reason == "EngineNotAnswering"
-    long_ago = replace(state, last_canary=stale - 3 * CFG.scrape_interval_seconds - CFG.canary.period_seconds - 1.0)
+    cycle = CFG.canary.period_seconds + CFG.canary.timeout_seconds + 2 * CFG.scrape_timeout_seconds
+    long_ago = replace(state, last_canary=stale - 3 * CFG.scrape_interval_seconds - cycle - 1.0)
     assert judge(long_ago, now=stale, cfg=CFG).reason == "EngineNotAnswering"
+
+
+def test_a_canary_still_on_its_way_back_keeps_a_slow_metrics_engine_ready() -> None:
+    """The next canary was sent a period after the last one ended and is queued behind busy slots (its scrape
+    before it, then up to its timeout, then its scrape after): until that whole cycle is over the last canary
+    still speaks for the engine. With the default config that is 10 + 10 + 2 x 3 = 26 s after it ended."""
+    state = healthy()
+    stale = state.samples[-1].t + 3 * CFG.scrape_interval_seconds + 1.0
+    for age, reason in ((25.0, "CanaryPassing"), (3 * CFG.scrape_interval_seconds + 26.0, "CanaryPassing")):
+        assert judge(replace(state, last_canary=stale - age), now=stale, cfg=CFG).reason == reason, age
+    too_old = replace(state, last_canary=stale - 3 * CFG.scrape_interval_seconds - 26.5)
+    assert judge(too_old, now=stale, cfg=CFG).reason == "EngineNotAnswering"
 
 
 def test_stall_asks_for_a_roll() -> None:

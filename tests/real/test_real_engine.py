@@ -163,7 +163,11 @@ def watch_gate(
     seen, t0 = [], time.monotonic()
     while time.monotonic() - t0 < seconds and not (until and until()):
         pod = live_pod(cluster, namespace, "svc")
-        seen.append(gate(pod) if pod else "no pod")
+        if pod is None:
+            seen.append("no pod")
+        else:  # a missing gate names what the pod's status did hold, and whose pod it was
+            types = [c["type"] for c in pod["status"].get("conditions") or []]
+            seen.append(gate(pod) or f"no gate on {pod['metadata']['uid'][:8]}: {types}")
         time.sleep(1.0)
     return seen
 
@@ -175,8 +179,9 @@ def roll_of(cluster: Cluster, namespace: str, uid: str) -> dict[str, Any] | None
 
 
 #: Gate reasons that mean the health machinery judged the engine itself failing (a queued canary or a long
-#: prefill must never produce them). EngineNotAnswering is the operator's own scrape going unanswered: seen once
-#: in a CI run during the queued phase on 2 cores (docs/real-engine.md), it is reported, bounded, not hidden.
+#: prefill must never produce them). EngineNotAnswering is the operator's own scrape going unanswered while no
+#: canary has spoken for a whole canary cycle: seen in two CI runs during the queued phase on 2 cores before the
+#: allowance was a whole cycle (docs/real-engine.md); it is reported, bounded, not hidden.
 FAILING = ("False/CanaryFailing", "False/Stalled", "False/AwaitingCanary", "False/ConfigMismatch")
 
 

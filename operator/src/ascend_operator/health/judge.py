@@ -174,17 +174,25 @@ def _config_mismatch(f: Facts) -> Finding | None:
 
 def _not_answering(f: Facts) -> Finding | None:
     """No /metrics answer for three scrape intervals, and no generation either: an engine whose last canary
-    got tokens (or was queued) within that time and one canary period answers, however slow its /metrics
+    got tokens (or was queued) within that time and one canary cycle answers, however slow its /metrics
     under load (on 2 cores a real vLLM's API server, streaming to 8 clients, left the operator's scrapes
     unanswered for over 15 s while every canary passed: tests/real). The detectors then lack samples, and a
     stall still shows as canaries that get no tokens."""
     samples, window = f.state.samples, 3 * f.cfg.scrape_interval_seconds
     if samples and f.now - samples[-1].t <= window:
         return None
-    canary, fresh = f.state.last_canary, window + f.cfg.canary.period_seconds
+    canary, fresh = f.state.last_canary, window + canary_cycle(f.cfg)
     if samples and canary is not None and not f.state.canary_failures and f.now - canary <= fresh:
         return None
     return Finding(message="no /metrics answer")
+
+
+def canary_cycle(cfg: HealthSpec) -> float:
+    """The longest time between two canaries' ends: its period, then (the next one having been sent) its own
+    scrape before, its timeout and its scrape after (controller/engine_io.py `run_canary`). Judging a canary
+    "not fresh" sooner would call an engine silent while its next canary is still on its way back: the
+    real-engine tier saw exactly that, a canary queued 10 s behind 2 busy slots while /metrics was slow."""
+    return cfg.canary.period_seconds + cfg.canary.timeout_seconds + 2 * cfg.scrape_timeout_seconds
 
 
 def _stalled(f: Facts) -> Finding | None:
