@@ -14,6 +14,7 @@ import pytest
 
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption import RollReason
+from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import Baseline, DriftTracker, StepWindow
 from ascend_operator.health.group import GroupObservation, MissingWorker
 from ascend_operator.health.judge import CHAIN, Facts, PodHealth, canary_cycle, judge
@@ -37,6 +38,17 @@ def busy(t: float, gen: float) -> EngineSample:
 def healthy() -> Pod:
     samples = tuple(busy(t, t * 10) for t in (80.0, 85.0, 90.0, 95.0, 100.0))
     return Pod(PodHealth(samples=samples, mismatches=(), last_canary=95.0, served=True, ready_since=10.0))
+
+
+def node_unhealthy(p: Pod) -> Pod:
+    finding = ChipFinding(node_wide=True, message="NodeD reports node atlas-0 UnHealthy")
+    return replace(p, state=replace(p.state, chips=finding))
+
+
+def npu_fault(p: Pod) -> Pod:
+    message = "chip Ascend910-4 on node atlas-0: fault at level SeparateNPU (codes 80E18402)"
+    finding = ChipFinding(node_wide=False, message=message, chip="Ascend910-4", level="SeparateNPU")
+    return replace(p, state=replace(p.state, chips=finding))
 
 
 def worker_gone(p: Pod) -> Pod:
@@ -84,6 +96,8 @@ def nothing(p: Pod) -> Pod:
 Condition = Callable[[Pod], Pod]
 #: (reason, condition, ready, roll, the PodHealth fields or group the condition sets), in precedence order.
 TABLE: list[tuple[str, Condition, bool, RollReason | None, frozenset[str]]] = [
+    ("NodeUnhealthy", node_unhealthy, False, RollReason.NODE_UNHEALTHY, frozenset({"chips"})),
+    ("NPUFault", npu_fault, False, RollReason.NPU_FAULT, frozenset({"chips"})),
     ("WorkerGone", worker_gone, False, RollReason.STALLED, frozenset({"group"})),
     ("ConfigMismatch", config_mismatch, False, None, frozenset({"mismatches"})),
     ("EngineNotAnswering", not_answering, False, None, frozenset({"now"})),
@@ -127,9 +141,10 @@ def test_the_earlier_rule_wins_when_both_hold(
 
 
 def test_every_pair_of_rules_is_ranked_but_those_on_one_field() -> None:
-    # ConfigMismatch and CheckingConfig are one field's two values: never both at once
+    # ConfigMismatch and CheckingConfig are one field's two values, and so are NodeUnhealthy and NPUFault
+    # (the plugin's verdict names the node or one chip): never both at once
     skipped = {(a[0], b[0]) for a, b in itertools.combinations(TABLE, 2) if a[4] & b[4]}
-    assert skipped == {("ConfigMismatch", "CheckingConfig")}
+    assert skipped == {("ConfigMismatch", "CheckingConfig"), ("NodeUnhealthy", "NPUFault")}
 
 
 def test_the_rule_answers_reason_message_and_whether_it_failed() -> None:

@@ -54,7 +54,7 @@ def test_every_entry_names_a_config_model_of_spec_health_and_every_model_has_a_r
 
 def test_faults_are_the_first_causes_of_the_status_and_nothing_else_of_the_chain_is() -> None:
     assert causes.SEVERITY[: len(FAULTS)] == FAULTS
-    assert FAULTS == ("WorkerGone", "ConfigMismatch", "Stalled")
+    assert FAULTS == ("NodeUnhealthy", "NPUFault", "WorkerGone", "ConfigMismatch", "Stalled")
     assert not {rule.reason for rule in CHAIN if not rule.fault} & set(causes.SEVERITY)
     assert causes.SEVERITY.index(FAULTS[-1]) < causes.SEVERITY.index(causes.CONTAINER_FAULTS[0])
     assert not PENDING & set(FAULTS)

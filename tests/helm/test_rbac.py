@@ -258,3 +258,32 @@ def test_every_kubernetes_call_the_operator_makes_is_granted_by_the_chart(helm: 
         if (group, resource, verb) not in granted
     )
     assert not missing
+
+
+def test_npu_fault_reads_are_granted_only_with_the_feature_and_only_where_the_reports_live(helm: Helm) -> None:
+    """`npuFaults.enabled`: list/watch of ConfigMaps in the plugin's and NodeD's namespaces, read-only, and the
+    operator's --npu-faults; off, the chart grants nothing of it (issue 30, least privilege)."""
+    from ascend_operator.clients.chip_reports import NAMESPACES
+
+    def npu_roles(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        return {
+            o["metadata"]["namespace"]: o["rules"]
+            for o in objects
+            if o["kind"] == "Role" and "npu" in o["metadata"]["name"]
+        }
+
+    def args(objects: list[dict[str, Any]]) -> list[str]:
+        return list(one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    off = helm.template(sets=[])
+    assert npu_roles(off) == {}
+    assert "--npu-faults" not in args(off)
+    assert not [
+        r for o in off if o["kind"] in ("Role", "ClusterRole") for r in o["rules"] if "configmaps" in r["resources"]
+    ]
+    on = helm.template(sets=["npuFaults.enabled=true"])
+    read_only = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+    assert npu_roles(on) == dict.fromkeys(NAMESPACES, read_only)
+    assert "--npu-faults" in args(on)
+    bindings = {o["metadata"]["namespace"] for o in on if o["kind"] == "RoleBinding" and "npu" in o["metadata"]["name"]}
+    assert bindings == set(NAMESPACES)

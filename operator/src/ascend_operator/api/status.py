@@ -51,8 +51,10 @@ class Roll(ApiModel):
     pod: str = Field(description="The pod that was recreated.")
     uid: str = Field(default="", description="The uid of the deleted pod (a successor of the same name has another).")
     reason: str = Field(
-        description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown, Duplicate, TopologyChanged or "
-        "GroupRecreated (observed: a group LeaderWorkerSet recreated on its own).",
+        description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown, Duplicate, TopologyChanged, "
+        "NPUFault (the device plugin reports a chip of the pod faulty), NodeUnhealthy (NodeD reports its node "
+        "UnHealthy, or most of its chips are faulty) or GroupRecreated (observed: a group LeaderWorkerSet "
+        "recreated on its own).",
     )
     message: str = Field(default="", description="The detector's finding and evidence.")
     drain: str = Field(

@@ -79,6 +79,12 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         help="the Ascend device plugin's NPU resource name: huawei.com/Ascend910 (MindCluster, the default) or "
         "huawei.com/ascend-1980 (Huawei Cloud CCE)",
     )  # fmt: skip
+    op.add_argument(
+        "--npu-faults", action="store_true",
+        help="read the Ascend device plugin's and NodeD's per-node ConfigMaps (kube-system, mindx-dl) and roll a "
+        "pod whose chip or node they report faulty (NPUFault, NodeUnhealthy); needs list/watch of ConfigMaps "
+        "there (the chart's npuFaults.enabled)",
+    )  # fmt: skip
     add_operator_identity(op)
     op.set_defaults(func=run_operator)
 
@@ -95,6 +101,7 @@ def run_operator(args: argparse.Namespace) -> int:
     memo.npu_resource = args.npu_resource
     memo.operator_peer = operator_peer(args)
     memo.namespaces = list(args.namespace)  # the watch caches watch what kopf watches
+    memo.npu_faults = args.npu_faults
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 

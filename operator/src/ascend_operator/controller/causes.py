@@ -7,7 +7,8 @@ pod gets stuck: being deleted (Draining), not placed (InsufficientNPU / Unschedu
 scheduler's message), a volume that does not mount (FailedMount, from the pod's events: the pod status
 only says ContainerCreating), a container the kubelet cannot start or keeps restarting (its waiting
 reason and message, CrashLoopBackOff with the restart count and the last exit), then the health verdict
-when it is a fault (the judge chain's `fault` rules, health/judge.py: WorkerGone, ConfigMismatch, Stalled).
+when it is a fault (the judge chain's `fault` rules, health/judge.py: NodeUnhealthy, NPUFault, WorkerGone,
+ConfigMismatch, Stalled).
 A replica whose pod the API server refused to create (ResourceQuota, admission,
 Pod Security) is PodCreateFailed with the server's message. Across replicas the most serious cause names
 the service's reason.

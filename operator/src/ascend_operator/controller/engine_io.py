@@ -16,6 +16,7 @@ from ascend_operator.clients.resources import Kube
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.memory import EventSink
 from ascend_operator.controller.views import PodView
+from ascend_operator.health.chips import NodeReport
 from ascend_operator.health.judge import CanaryOutcome, PodHealth
 from ascend_operator.health.machine import canary_due
 from ascend_operator.health.samples import EngineSample, parse_metrics
@@ -63,6 +64,9 @@ class Monitor:
     wall: Callable[[], float] = time.time
     keys: ApiKeyCache | None = None
     """Where API keys come from; None: engines are asked without one."""
+    chips: Callable[[str], NodeReport | None] | None = None
+    """The device plugin's and NodeD's report of a node (clients/chip_reports.py), None before its caches
+    listed; None (the field): the operator does not read them (`aisctl operator --npu-faults` off)."""
 
 
 def engine_base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:

@@ -22,6 +22,7 @@ from kubernetes import client
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PLURAL, VERSION
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.caches import Caches
+from ascend_operator.clients.chip_reports import ChipReports
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
@@ -78,6 +79,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.caches = Caches(client.ApiClient(), namespaces=list(memo.get("namespaces") or ()))
     memo.caches.start(on_change=functools.partial(_owner_changed, memo))
     memo.kube = KubeApi(caches=memo.caches)
+    # the device plugin's chip reports, read only when asked for (the chart grants the reads with the flag)
+    memo.chip_reports = ChipReports(client.ApiClient()) if memo.get("npu_faults") else None
+    if memo.chip_reports is not None:
+        memo.chip_reports.start()
     # no connector-wide limit (aiohttp's default 100 would queue a 200-service fleet's canaries inside
     # their timeouts); EngineClient bounds scrapes and canaries itself, before their timeouts start
     memo.engines = EngineClient(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
@@ -94,6 +99,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 async def close_clients(memo: kopf.Memo, **_: Any) -> None:
     """Close the engines' HTTP session and stop the watch caches on shutdown."""
     memo.caches.stop()
+    if memo.get("chip_reports") is not None:
+        memo.chip_reports.stop()
     await memo.engines.close()
 
 
@@ -225,7 +232,14 @@ async def health_loop(
     **_: Any,
 ) -> None:
     """Judge the service's engines every scrape interval; never lets an error end it."""
-    monitor = Monitor(kube=memo.kube, engines=memo.engines, events=_poster(body), keys=memo.api_keys)
+    reports = memo.get("chip_reports")
+    monitor = Monitor(
+        kube=memo.kube,
+        engines=memo.engines,
+        events=_poster(body),
+        keys=memo.api_keys,
+        chips=None if reports is None else reports.report,
+    )
     state = MonitorState()
     interval = _scrape_interval(body)
     # the first pass at a random point of the scrape interval: a fleet's passes spread over it instead of

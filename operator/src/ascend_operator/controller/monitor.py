@@ -40,6 +40,7 @@ from ascend_operator.controller.status import PodFault
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
+from ascend_operator.health.chips import ChipFinding, judge_chips
 from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.drift import dump_baseline, load_baseline
 from ascend_operator.health.group import observe
@@ -157,6 +158,27 @@ def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec
     return spec.health.in_startup_grace(epoch(pod.started_at), served=state.pods[pod.uid].served, now=now)
 
 
+def _chip_finding(mon: Monitor, state: MonitorState, pod: PodView, every: list[PodView]) -> ChipFinding | None:
+    """The device plugin's verdict on the pod's chips, or on a group's (a leader answers for its workers,
+    whose ranks talk over RoCE: their network faults count). A report that does not parse is one event."""
+    if mon.chips is None:
+        return None
+    group = pod.worker_index == 0
+    members = [pod, *(w for w in every if group and w.replica == pod.replica and w.worker_index not in (None, 0))]
+    for member in members:
+        report = mon.chips(member.node) if member.node else None
+        if report is None:
+            continue
+        for problem in report.problems:
+            if ("ChipReportUnreadable", problem) not in state.announced:
+                state.announced.add(("ChipReportUnreadable", problem))
+                mon.events("Warning", "ChipReportUnreadable", f"node {report.node}: {problem}")
+        found = judge_chips(report, member.chips, group_member=group, now=mon.wall())
+        if found is not None:
+            return found
+    return None
+
+
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, PodFault]:
     """Verdicts that are a fault of the pod (the chain's `fault` rules): the status names them as the
     replica's cause (`causes.py`)."""
@@ -202,6 +224,7 @@ async def health_pass(
             config=configs.get(pod.uid),
             group=observe(pod, every, spec),
             draining=pod.drain is not None,
+            chips=_chip_finding(mon, state, pod, every),
         )
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)

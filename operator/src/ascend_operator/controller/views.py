@@ -20,6 +20,7 @@ from ascend_operator.api.constants import (
     LWS_WORKER_INDEX_LABEL,
     READINESS_GATE,
 )
+from ascend_operator.health.chips import pod_chips
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +56,8 @@ class PodView:
     """The operator's drain annotation ({"since", "reason", "message"}), None when not draining."""
     drift_baseline: str | None = None
     """The drift baseline annotation as stored (JSON), None when none was written."""
+    chips: frozenset[str] = frozenset()
+    """The NPUs the device plugin mounted into the pod (its `huawei.com/AscendReal` annotation)."""
 
     @property
     def leader_or_single(self) -> bool:
@@ -143,4 +146,5 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         last_exit=_last_exit(containers),
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),
+        chips=pod_chips(meta.get("annotations")),
     )

@@ -18,6 +18,8 @@ class RollReason(StrEnum):
     SCALE_DOWN = "ScaleDown"
     DUPLICATE = "Duplicate"
     TOPOLOGY_CHANGED = "TopologyChanged"
+    NPU_FAULT = "NPUFault"
+    NODE_UNHEALTHY = "NodeUnhealthy"
     GROUP_RECREATED = "GroupRecreated"
 
 
@@ -65,6 +67,16 @@ KINDS: Mapping[RollReason, Kind] = MappingProxyType(
             "the other shape, one budgeted decision at a time",
             drains=True,
             removes=True,
+        ),
+        RollReason.NPU_FAULT: Kind(
+            why="the Ascend device plugin reports a chip the pod holds faulty at a level MindCluster acts on "
+            "(health/chips.py): the plugin never evicts, and the chip cannot be reset while the pod holds it",
+            hung=True,
+        ),
+        RollReason.NODE_UNHEALTHY: Kind(
+            why="NodeD reports the pod's node UnHealthy, or most of its chips are faulty: one cause for the node, "
+            "not a roll per chip (health/chips.py)",
+            hung=True,
         ),
         RollReason.GROUP_RECREATED: Kind(
             why="observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was "

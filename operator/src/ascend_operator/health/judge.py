@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.aggregate import WINDOW_SECONDS
+from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import DriftTracker, detect_drift, track
 from ascend_operator.health.group import GroupObservation, gone_workers, name_ranks
 from ascend_operator.health.samples import EngineSample, advanced
@@ -42,6 +43,8 @@ class PodHealth:
     """Ready at least once: the engine finished loading (ends the startup grace early)."""
     gate: tuple[bool, str] | None = None
     """The readiness gate (ready, reason) last written, None when unknown or its write failed."""
+    chips: ChipFinding | None = None
+    """The device plugin's verdict on the pod's chips and node at the last pass (health/chips.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +161,16 @@ class Rule:
         )
 
 
+def _node_unhealthy(f: Facts) -> Finding | None:
+    chips = f.state.chips
+    return Finding(message=chips.message) if chips is not None and chips.node_wide else None
+
+
+def _npu_fault(f: Facts) -> Finding | None:
+    chips = f.state.chips
+    return Finding(message=chips.message) if chips is not None and not chips.node_wide else None
+
+
 def _worker_gone(f: Facts) -> Finding | None:
     # a gone worker overrides everything the leader's engine says: its ranks cannot progress
     gone = gone_workers(f.group, served=f.state.served) if f.group is not None else None
@@ -235,6 +248,10 @@ def _passing(f: Facts) -> Finding:
     return Finding(message="tokens come back and the engine advances")
 
 
+NODE_UNHEALTHY = Rule(
+    reason=RollReason.NODE_UNHEALTHY.value, check=_node_unhealthy, roll=RollReason.NODE_UNHEALTHY, fault=True
+)
+NPU_FAULT = Rule(reason=RollReason.NPU_FAULT.value, check=_npu_fault, roll=RollReason.NPU_FAULT, fault=True)
 WORKER_GONE = Rule(reason="WorkerGone", check=_worker_gone, roll=RollReason.STALLED, fault=True)
 CONFIG_MISMATCH = Rule(reason="ConfigMismatch", check=_config_mismatch, fault=True)
 NOT_ANSWERING = Rule(reason="EngineNotAnswering", check=_not_answering)
@@ -248,6 +265,8 @@ PASSING = Rule(reason="CanaryPassing", check=_passing, ready=True)
 #: The judge's precedence, most serious finding first; the first rule that holds decides, and the last one
 #: always holds. A new detector is one entry here (its detection in its own module) and its config model.
 CHAIN: tuple[Rule, ...] = (
+    NODE_UNHEALTHY,
+    NPU_FAULT,
     WORKER_GONE,
     CONFIG_MISMATCH,
     NOT_ANSWERING,

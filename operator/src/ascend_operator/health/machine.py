@@ -9,7 +9,8 @@ decision in between is here, so it is tested with a fake clock and no cluster, a
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
-from ascend_operator.disruption.model import RollReason
+from ascend_operator.disruption.model import HUNG_REASONS, RollReason
+from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import Baseline, DriftTracker
 from ascend_operator.health.group import GroupObservation
 from ascend_operator.health.judge import (
@@ -41,6 +42,9 @@ class Observations:
     single-node pod."""
     draining: bool = False
     """The pod carries the operator's drain annotation: it leaves the Service before a planned deletion."""
+    chips: ChipFinding | None = None
+    """The device plugin's verdict on the pod's chips and node this pass (None: nothing acted on, or the
+    operator does not read the plugin's reports)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,13 +94,14 @@ def step(
         state = fold_sample(state, obs.sample, cfg=cfg)
     if obs.canary is not None:
         state = fold_canary(state, obs.canary)
+    state = replace(state, chips=obs.chips)
     if obs.config is not None:
         state = replace(state, mismatches=obs.config)
         if obs.config:
             actions.append(Announce(type="Warning", reason=CONFIG_MISMATCH.reason, message="; ".join(obs.config)))
     verdict = judge(state, now=now, cfg=cfg, group=obs.group)
-    if obs.draining:  # out of the Service until deleted; only a stall still asks for a roll (no drain wait)
-        stalled = verdict.roll == RollReason.STALLED
+    if obs.draining:  # out of the Service until deleted; only a hung pod still asks for a roll (no drain wait)
+        stalled = verdict.roll in HUNG_REASONS
         verdict = Verdict(
             ready=False,
             reason="Draining",

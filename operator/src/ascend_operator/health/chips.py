@@ -1,0 +1,221 @@
+"""The hardware under an engine: NPU faults as MindCluster's device plugin and NodeD report them. Pure.
+
+Why: an engine whose chip failed (HBM ECC, chip hang, HCCS or RoCE link down) can keep answering /health,
+and the device plugin never evicts it: it reports the chip unhealthy to the kubelet and, in inference
+hot-reset mode, resets a faulty chip only once no pod holds it (ascend-device-plugin server/manager.go
+875-1016). So the pod on a failed chip stays until someone deletes it, and the chip cannot recover while
+it stays. This module reads the plugin's own reports (formats below, from Ascend/mind-cluster at 22bb3d98,
+unchanged since v7.3.2; paths under component/) and says which pods hold a chip MindCluster acts on.
+
+- ConfigMap `kube-system/mindx-dl-deviceinfo-<node>` (ascend-device-plugin/pkg/common/constants.go:70,
+  label `mx-consumer-cim=true`: ascend-common/api/consts.go:109), data key `DeviceInfoCfg`
+  (consts.go:100): `{"DeviceInfo": {"DeviceList": {...}, "UpdateTime": <s>}, ...}` (pkg/common/proto.go
+  36-42, 80-83). DeviceList (device/ascend910.go:664-676): `huawei.com/Ascend910` lists the FREE healthy
+  chips only (an empty list is not a fault); `-Unhealthy`, `-NetworkUnhealthy`, `-Recovering` are
+  comma-joined chip names; `-Fault` is a JSON string of fault entries (proto.go:222-236: fault_type
+  CardUnhealthy | CardNetworkUnhealthy, npu_name, fault_level, fault_handling, fault_code "80E18402,...",
+  fault_time_and_level_map {code: {fault_time: <ms>, fault_level}}), "[]" when healthy.
+- ConfigMap `mindx-dl/mindx-dl-nodeinfo-<node>` (noded/pkg/common/constants.go:24; consts.go:30), data
+  key `NodeInfo` (consts.go:104): `{"NodeInfo": {"FaultDevList": [...], "NodeStatus": "Healthy" |
+  "PreSeparate" | "UnHealthy"}, "CheckCode": ...}` (noded/pkg/common/type.go:50-79). NodeD deletes it when
+  the node is healthy (noded/pkg/reporter/cmreporter/configmap_reporter.go:68-73): absent means healthy.
+- The chips a pod holds: its annotation `huawei.com/AscendReal` (ascend-common/api/default_name.go:18,
+  written by device/ascendcommon.go:989-1003), e.g. "Ascend910-0,Ascend910-1".
+
+Fault levels, most serious first (pkg/common/fault_code.go:36-60, precedence 1336-1358), and what this
+operator does with each (docs/npu-faults.md):
+ManuallySeparateNPU, SeparateNPU, PreSeparateNPU, RestartNPU, FreeRestartNPU, RestartBusiness: the pod is
+rolled (`NPUFault`); RestartRequest: rolled once it has lasted over 60 s, as MindCluster itself waits
+(docs/en/scheduling/api/ascend_device_plugin.md:24); SubHealthFault, NotHandleFault: reported, not acted
+on. A network fault (CardNetworkUnhealthy) acts only on a multi-node group's member, whose ranks talk
+over RoCE; a single-node engine uses HCCS within the node. A node NodeD calls UnHealthy, or with more
+than half its chips faulty, is one cause, `NodeUnhealthy`, for every pod on it.
+"""
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+DEVICE_INFO_NAMESPACE = "kube-system"
+DEVICE_INFO_PREFIX = "mindx-dl-deviceinfo-"
+DEVICE_INFO_KEY = "DeviceInfoCfg"
+NODE_INFO_NAMESPACE = "mindx-dl"
+NODE_INFO_PREFIX = "mindx-dl-nodeinfo-"
+NODE_INFO_KEY = "NodeInfo"
+CONSUMER_LABEL = "mx-consumer-cim"
+ANNOTATION_CHIPS = "huawei.com/AscendReal"
+CHIP_RESOURCE = "huawei.com/Ascend910"
+FAULT_KEY = f"{CHIP_RESOURCE}-Fault"
+UNHEALTHY_KEY = f"{CHIP_RESOURCE}-Unhealthy"
+
+#: MindCluster's levels, most serious first (fault_code.go getMostSeriousFaultType).
+LEVELS = (
+    "ManuallySeparateNPU",
+    "SeparateNPU",
+    "PreSeparateNPU",
+    "RestartNPU",
+    "FreeRestartNPU",
+    "RestartBusiness",
+    "RestartRequest",
+    "SubHealthFault",
+    "NotHandleFault",
+)
+#: Levels at which the pod goes at once.
+ACTED_ON = frozenset(LEVELS[:6])
+#: Acted on once the fault has lasted this long (MindCluster reschedules an inference job after 60 s).
+RESTART_REQUEST = "RestartRequest"
+RESTART_REQUEST_SECONDS = 60.0
+NETWORK = "CardNetworkUnhealthy"
+#: NodeD's status of a node that must not run workloads.
+NODE_UNHEALTHY = "UnHealthy"
+
+
+@dataclass(frozen=True)
+class ChipFault:
+    """One chip's fault as the plugin reports it."""
+
+    chip: str
+    level: str
+    codes: tuple[str, ...]
+    network: bool
+    since: float | None
+    """Epoch seconds of the earliest fault time at this level (the plugin's own clock), None if not given."""
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """What the plugin and NodeD say of one node. `problems` are malformed parts, named."""
+
+    node: str
+    faults: tuple[ChipFault, ...] = ()
+    unhealthy: frozenset[str] = frozenset()
+    node_status: str = "Healthy"
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChipFinding:
+    """Why a pod's hardware fails it: its whole node (`node_wide`), or one chip it holds."""
+
+    node_wide: bool
+    message: str
+    chip: str = ""
+    level: str = ""
+
+
+def _severity(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+
+
+def _fault(entry: Mapping[str, object]) -> ChipFault | None:
+    chip, level = entry.get("npu_name"), entry.get("fault_handling") or entry.get("fault_level")
+    if not isinstance(chip, str) or not isinstance(level, str) or level not in LEVELS:
+        return None
+    codes = tuple(c for c in str(entry.get("fault_code") or "").split(",") if c)
+    times = entry.get("fault_time_and_level_map")
+    at = [
+        float(t["fault_time"]) / 1000.0
+        for t in (times.values() if isinstance(times, Mapping) else ())
+        if isinstance(t, Mapping) and t.get("fault_level") == level and isinstance(t.get("fault_time"), int | float)
+    ]
+    network = entry.get("fault_type") == NETWORK
+    return ChipFault(chip=chip, level=level, codes=codes, network=network, since=min(at, default=None))
+
+
+def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
+    """The plugin's ConfigMap data for `node`; a part that does not parse is a named problem, never an error."""
+    raw = (data or {}).get(DEVICE_INFO_KEY)
+    if raw is None:
+        return NodeReport(node=node)
+    try:
+        devices = json.loads(raw)["DeviceInfo"]["DeviceList"]
+    except (ValueError, KeyError, TypeError):
+        devices = None
+    if not isinstance(devices, dict):
+        return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}: not the plugin's DeviceInfo JSON",))
+    problems: list[str] = []
+    entries: list[object] = []
+    try:
+        parsed = json.loads(devices.get(FAULT_KEY) or "[]")
+        entries = parsed if isinstance(parsed, list) else []
+    except ValueError:
+        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{FAULT_KEY}]: not a JSON list")
+    faults = [f for e in entries if isinstance(e, Mapping) and (f := _fault(e)) is not None]
+    if len(faults) < len(entries):
+        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{FAULT_KEY}]: {len(entries) - len(faults)} entries unread")
+    unhealthy = frozenset(c for c in str(devices.get(UNHEALTHY_KEY) or "").split(",") if c)
+    return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems))
+
+
+def parse_node_info(data: Mapping[str, str] | None) -> tuple[str, str | None]:
+    """NodeD's node status ("Healthy" when it wrote nothing) and a problem, if its data did not parse."""
+    raw = (data or {}).get(NODE_INFO_KEY)
+    if raw is None:
+        return "Healthy", None
+    try:
+        status = json.loads(raw)["NodeInfo"]["NodeStatus"]
+    except (ValueError, KeyError, TypeError):
+        return "Healthy", f"{NODE_INFO_KEY}: not NodeD's NodeInfo JSON"
+    return (status, None) if isinstance(status, str) else ("Healthy", f"{NODE_INFO_KEY}.NodeStatus: not a string")
+
+
+def pod_chips(annotations: Mapping[str, str] | None) -> frozenset[str]:
+    """The chips the plugin mounted into a pod (empty until it annotated the pod)."""
+    return frozenset(c.strip() for c in (annotations or {}).get(ANNOTATION_CHIPS, "").split(",") if c.strip())
+
+
+def _acts(fault: ChipFault, *, group_member: bool, now: float) -> bool:
+    if fault.network and not group_member:
+        return False
+    if fault.level == RESTART_REQUEST:
+        return fault.since is not None and now - fault.since > RESTART_REQUEST_SECONDS
+    return fault.level in ACTED_ON
+
+
+def node_report(node: str, device_info: Mapping[str, str] | None, node_info: Mapping[str, str] | None) -> NodeReport:
+    """Both reports of one node in one record (either ConfigMap may be absent: absent is healthy)."""
+    report = parse_device_info(node, device_info)
+    status, problem = parse_node_info(node_info)
+    problems = report.problems + ((problem,) if problem else ())
+    return replace(report, node_status=status, problems=problems)
+
+
+def node_unhealthy(report: NodeReport, *, chips_per_node: int = 8) -> str | None:
+    """Why the whole node is out (NodeD says so, or more than half its chips have faults acted on), else None."""
+    if report.node_status == NODE_UNHEALTHY:
+        return f"NodeD reports node {report.node} {NODE_UNHEALTHY}"
+    bad = sorted({f.chip for f in report.faults if f.level in ACTED_ON and not f.network})
+    if len(bad) > chips_per_node // 2:
+        return f"{len(bad)} of {chips_per_node} chips of node {report.node} are faulty ({', '.join(bad)})"
+    return None
+
+
+def judge_chips(
+    report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float, chips_per_node: int = 8
+) -> ChipFinding | None:
+    """The pod's hardware verdict: None, its node (the judge's NodeUnhealthy), or its most serious chip
+    fault (NPUFault)."""
+    if (why := node_unhealthy(report, chips_per_node=chips_per_node)) is not None:
+        return ChipFinding(node_wide=True, message=why)
+    held = set(chips)
+    acted = [f for f in report.faults if f.chip in held and _acts(f, group_member=group_member, now=now)]
+    if not acted:
+        return None
+    worst = min(acted, key=lambda f: _severity(f.level))
+    kind = "network fault" if worst.network else "fault"
+    message = (
+        f"chip {worst.chip} on node {report.node}: {kind} at level {worst.level} "
+        f"(codes {', '.join(worst.codes) or 'none given'}), reported by the Ascend device plugin"
+    )
+    return ChipFinding(node_wide=False, message=message, chip=worst.chip, level=worst.level)
+
+
+def observed_only(report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float) -> tuple[str, ...]:
+    """Faults on the pod's chips this operator reports but does not act on (sub-health, not handled, a
+    RestartRequest inside its 60 s, a network fault of a single-node engine)."""
+    held = set(chips)
+    return tuple(
+        f"{f.chip}: {f.level} ({', '.join(f.codes)})"
+        for f in report.faults
+        if f.chip in held and not _acts(f, group_member=group_member, now=now)
+    )

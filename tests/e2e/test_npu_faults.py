@@ -1,0 +1,146 @@
+"""NPU faults on the local control plane: the operator reads the Ascend device plugin's own reports and rolls
+the pod on a failed chip, and its successor lands where the chip is not.
+
+The reports are written here the way the plugin writes them (health/chips.py cites the MindCluster lines):
+ConfigMap kube-system/mindx-dl-deviceinfo-<node>, labelled mx-consumer-cim=true, its DeviceInfoCfg JSON
+with the faulty chip in `huawei.com/Ascend910-Fault`; the pod's `huawei.com/AscendReal` annotation; and the
+node's allocatable dropping by the faulty chip (the plugin reports it Unhealthy to the kubelet). KWOK has
+no device plugin, so the test plays the plugin's part; everything the operator does is real.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.operator_fixtures import (
+    FAST,
+    AddNodes,
+    Proc,
+    ais,
+    attach,  # noqa: F401 (a fixture)
+    example,
+    gate,
+    label_nodes,
+    pods,
+    start_operator,
+)
+from tests.e2e.passes import free_port, more_passes
+
+CHIPS = ",".join(f"Ascend910-{i}" for i in range(8))
+
+
+@pytest.fixture
+def npu_operator(cluster: Cluster, crd: None, tmp_path: Path) -> Iterator[tuple[Proc, int]]:
+    """The operator with --npu-faults, and its metrics port."""
+    cluster.kubectl("create", "namespace", "mindx-dl", check=False)
+    port = free_port()
+    proc = start_operator(cluster, tmp_path / "operator.log", "--npu-faults", "--metrics-port", str(port))
+    yield proc, port
+    proc.stop()
+
+
+def live(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    return [p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]
+
+
+def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, free: str = "") -> None:
+    """What the device plugin writes for `node` (ascend910.go:664-676; proto.go:36-42, 222-236)."""
+    devices = {
+        "huawei.com/Ascend910": free,
+        "huawei.com/Ascend910-Fault": json.dumps(faults),
+        "huawei.com/Ascend910-NetworkUnhealthy": "",
+        "huawei.com/Ascend910-Recovering": "",
+        "huawei.com/Ascend910-Unhealthy": ",".join(f["npu_name"] for f in faults),
+    }
+    info = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": int(time.time())}, "SuperPodID": -2, "CheckCode": "x"}
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"mindx-dl-deviceinfo-{node}", "labels": {"mx-consumer-cim": "true"}},
+        "data": {"DeviceInfoCfg": json.dumps(info)},
+    }
+    cluster.apply(body, namespace="kube-system")
+
+
+def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[str, Any]:
+    at = int((time.time() - age) * 1000)
+    return {
+        "fault_type": "CardUnhealthy",
+        "npu_name": chip,
+        "large_model_fault_level": level,
+        "fault_level": level,
+        "fault_handling": level,
+        "fault_code": codes,
+        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
+    }
+
+
+def mount_chips(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> None:
+    """The plugin's annotation of the chips it mounted (ascendcommon.go:989-1003)."""
+    name = pod["metadata"]["name"]
+    cluster.kubectl("annotate", "pod", name, "-n", namespace, f"huawei.com/AscendReal={CHIPS}", "--overwrite")
+
+
+def drop_chip(cluster: Cluster, node: str, left: int) -> None:
+    """The plugin reports the chip Unhealthy to the kubelet: the node's allocatable NPUs drop."""
+    patch = {"status": {"allocatable": {"huawei.com/Ascend910": str(left)}}}
+    cluster.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+
+
+def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_another_node(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    nodes = add_nodes(2)
+    label_nodes(cluster, nodes, namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
+             message="Ready")  # fmt: skip
+    first = live(cluster, namespace)[0]
+    node = first["spec"]["nodeName"]
+    mount_chips(cluster, namespace, first)
+
+    # a RestartRequest of 20 s: MindCluster itself waits 60 s before acting; so does the operator
+    plugin_report(cluster, node, [chip_fault("Ascend910-3", "RestartRequest", "80C98000", age=20)])
+    more_passes(npu_operator[1], health=5, reconcile=0)
+    assert [p["metadata"]["uid"] for p in live(cluster, namespace)] == [first["metadata"]["uid"]]
+    assert not (ais(cluster, namespace, "svc").get("status") or {}).get("rolls")
+
+    t_fault = time.monotonic()
+    drop_chip(cluster, node, 7)
+    plugin_report(cluster, node, [chip_fault("Ascend910-4", "SeparateNPU", "A8028801,80E18402")])
+    wait_for(
+        lambda: any(
+            r["uid"] == first["metadata"]["uid"] for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
+        ),
+        timeout=60,
+        message="the pod on the failed chip rolled",
+    )
+    t_roll = time.monotonic()
+    roll = next(r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["uid"] == first["metadata"]["uid"])
+    assert roll["reason"] == "NPUFault"
+    assert f"chip Ascend910-4 on node {node}: fault at level SeparateNPU (codes A8028801, 80E18402)" in roll["message"]
+    assert roll["drain"] == "NotDrained"
+    successor = wait_for(
+        lambda: next((p for p in live(cluster, namespace) if p["metadata"]["uid"] != first["metadata"]["uid"]
+                      and p["spec"].get("nodeName")), None),
+        timeout=90,
+        message="a successor placed",
+    )  # fmt: skip
+    assert successor["spec"]["nodeName"] != node, "the successor landed on the node whose chip failed"
+    # rolled once: the report stays (the chip is still separated), the node has no pod left to roll
+    more_passes(npu_operator[1], health=5, reconcile=2)
+    rolls = [r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["reason"] == "NPUFault"]
+    assert len(rolls) == 1
+    print(f"\n[npu] SeparateNPU report -> roll record: {t_roll - t_fault:.1f}s")

@@ -1,0 +1,190 @@
+"""The device plugin's and NodeD's reports, read as the plugin writes them, into the pod's hardware verdict.
+
+The reports are built in the plugin's own format (health/chips.py names the MindCluster source lines); one
+case is the MindCluster documentation's own example, verbatim. What a user notices: a pod on a chip the
+plugin separated is named with its node, chip, level and codes; a fault on a chip it does not hold, a
+RestartRequest inside MindCluster's 60 s, sub-health and a single-node engine's network fault roll nothing;
+a node going bad is one NodeUnhealthy, not a roll per chip; a malformed report is a named problem.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ascend_operator.api.health import HealthSpec
+from ascend_operator.disruption import RollReason
+from ascend_operator.health.chips import (
+    ChipFinding,
+    judge_chips,
+    node_report,
+    observed_only,
+    parse_device_info,
+    pod_chips,
+)
+from ascend_operator.health.judge import PodHealth
+from ascend_operator.health.machine import Observations, step
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mindcluster"
+NOW = 1_800_000_000.0
+ALL = ",".join(f"Ascend910-{i}" for i in range(8))
+
+
+def fault(chip: int, level: str, codes: str = "80E18402", *, network: bool = False, age: float = 5.0) -> dict[str, Any]:
+    """One entry of `huawei.com/Ascend910-Fault` (proto.go:222-236), its fault `age` seconds old at NOW."""
+    at = int((NOW - age) * 1000)
+    return {
+        "fault_type": "CardNetworkUnhealthy" if network else "CardUnhealthy",
+        "npu_name": f"Ascend910-{chip}",
+        "large_model_fault_level": level,
+        "fault_level": level,
+        "fault_handling": level,
+        "fault_code": codes,
+        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
+    }
+
+
+def device_info(*faults: dict[str, Any], free: str = "") -> dict[str, str]:
+    """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42)."""
+    unhealthy = ",".join(f["npu_name"] for f in faults if f["fault_type"] == "CardUnhealthy")
+    devices = {
+        "huawei.com/Ascend910": free,
+        "huawei.com/Ascend910-Fault": json.dumps(list(faults)),
+        "huawei.com/Ascend910-NetworkUnhealthy": "",
+        "huawei.com/Ascend910-Recovering": "",
+        "huawei.com/Ascend910-Unhealthy": unhealthy,
+    }
+    doc = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": int(NOW)}, "SuperPodID": -2, "ServerIndex": -2}
+    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": "x"})}
+
+
+def node_info(status: str) -> dict[str, str]:
+    """NodeD's ConfigMap data (noded/pkg/common/type.go:50-79)."""
+    return {"NodeInfo": json.dumps({"NodeInfo": {"FaultDevList": [], "NodeStatus": status}, "CheckCode": "x"})}
+
+
+def verdict(
+    data: dict[str, str] | None, chips: str, *, noded: dict[str, str] | None = None, group: bool = False
+) -> ChipFinding | None:
+    report = node_report("atlas-0", data, noded)
+    return judge_chips(report, pod_chips({"huawei.com/AscendReal": chips}), group_member=group, now=NOW)
+
+
+CASES: list[tuple[str, dict[str, str] | None, str, dict[str, str] | None, bool, str | None]] = [
+    # (case, device info, the pod's chips, NodeD, group member, expected: None, "node" or the chip named)
+    ("healthy: no faults and no free chip (all 8 allocated)", device_info(), ALL, None, False, None),
+    ("no report at all", None, ALL, None, False, None),
+    ("SeparateNPU on a chip the pod holds", device_info(fault(4, "SeparateNPU")), ALL, None, False, "Ascend910-4"),
+    ("SeparateNPU on a chip the pod does not hold", device_info(fault(4, "SeparateNPU")), "Ascend910-0,Ascend910-1",
+     None, False, None),
+    ("RestartNPU", device_info(fault(2, "RestartNPU")), ALL, None, False, "Ascend910-2"),
+    ("FreeRestartNPU", device_info(fault(2, "FreeRestartNPU")), ALL, None, False, "Ascend910-2"),
+    ("RestartBusiness", device_info(fault(2, "RestartBusiness")), ALL, None, False, "Ascend910-2"),
+    ("PreSeparateNPU", device_info(fault(2, "PreSeparateNPU")), ALL, None, False, "Ascend910-2"),
+    ("RestartRequest for 30 s: MindCluster waits 60", device_info(fault(3, "RestartRequest", age=30)), ALL, None,
+     False, None),
+    ("RestartRequest for 61 s", device_info(fault(3, "RestartRequest", age=61)), ALL, None, False, "Ascend910-3"),
+    ("SubHealthFault: reported only", device_info(fault(3, "SubHealthFault")), ALL, None, False, None),
+    ("NotHandleFault: reported only", device_info(fault(3, "NotHandleFault")), ALL, None, False, None),
+    ("network fault, single-node engine (HCCS inside the node)", device_info(fault(0, "SeparateNPU", network=True)),
+     ALL, None, False, None),
+    ("network fault, multi-node group member (RoCE between nodes)",
+     device_info(fault(0, "SeparateNPU", network=True)), ALL, None, True, "Ascend910-0"),
+    ("eight chips failing at once", device_info(*(fault(i, "SeparateNPU") for i in range(8))), ALL, None, False,
+     "node"),
+    ("NodeD UnHealthy", device_info(), ALL, node_info("UnHealthy"), False, "node"),
+    ("NodeD PreSeparate: the chips decide", device_info(), ALL, node_info("PreSeparate"), False, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "data", "chips", "noded", "group", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_the_pods_hardware_verdict(
+    case: str, data: dict[str, str] | None, chips: str, noded: dict[str, str] | None, group: bool, expected: str | None
+) -> None:
+    found = verdict(data, chips, noded=noded, group=group)
+    if expected is None:
+        assert found is None
+    elif expected == "node":
+        assert found is not None
+        assert found.node_wide
+        assert "atlas-0" in found.message
+    else:
+        assert found is not None
+        assert not found.node_wide
+        assert found.chip == expected
+        assert f"chip {expected} on node atlas-0" in found.message
+
+
+def test_the_message_names_node_chip_level_and_codes_and_the_worst_fault_wins() -> None:
+    data = device_info(fault(1, "RestartBusiness", "80C98000"), fault(4, "SeparateNPU", "A8028801,80E18402"))
+    found = verdict(data, ALL)
+    assert found == ChipFinding(
+        node_wide=False,
+        message="chip Ascend910-4 on node atlas-0: fault at level SeparateNPU (codes A8028801, 80E18402), "
+        "reported by the Ascend device plugin",
+        chip="Ascend910-4",
+        level="SeparateNPU",
+    )
+
+
+def test_the_documentations_own_example_reads_as_the_plugin_means_it() -> None:
+    example = json.loads((FIXTURES / "deviceinfo-docs-example.json").read_text())
+    report = parse_device_info("atlas-a3", {"DeviceInfoCfg": example["DeviceInfoCfg"]})
+    assert report.problems == ()
+    assert report.unhealthy == frozenset({"Ascend910-4"})
+    by_chip = {f.chip: (f.level, f.network, f.codes) for f in report.faults}
+    assert by_chip == {
+        "Ascend910-0": ("PreSeparateNPU", True, ("81078603",)),
+        "Ascend910-4": ("SeparateNPU", False, ("A8028801", "A4028801", "80E18402", "80E18401")),
+    }
+    assert report.faults[1].since == 1744167455.784  # the plugin's fault_time is in milliseconds
+    single = judge_chips(report, {"Ascend910-0", "Ascend910-4"}, group_member=False, now=NOW)
+    assert single is not None
+    assert (single.chip, single.level) == ("Ascend910-4", "SeparateNPU")
+    # a pod on chip 0 alone: its network fault matters only to a group spanning nodes
+    assert judge_chips(report, {"Ascend910-0"}, group_member=False, now=NOW) is None
+    assert observed_only(report, {"Ascend910-0"}, group_member=False, now=NOW) == (
+        "Ascend910-0: PreSeparateNPU (81078603)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"DeviceInfoCfg": "{not json"}, "DeviceInfoCfg: not the plugin's DeviceInfo JSON"),
+        ({"DeviceInfoCfg": json.dumps({"DeviceInfo": {"DeviceList": {"huawei.com/Ascend910-Fault": "[{"}}})},
+         "DeviceInfoCfg.DeviceList[huawei.com/Ascend910-Fault]: not a JSON list"),
+        ({"DeviceInfoCfg": json.dumps({"DeviceInfo": {"DeviceList": {"huawei.com/Ascend910-Fault": '[{"x": 1}]'}}})},
+         "DeviceInfoCfg.DeviceList[huawei.com/Ascend910-Fault]: 1 entries unread"),
+    ],
+)  # fmt: skip
+def test_a_malformed_report_is_a_named_problem_not_an_error(data: dict[str, str], problem: str) -> None:
+    report = node_report("atlas-0", data, {"NodeInfo": "[]"})
+    assert report.problems == (problem, "NodeInfo: not NodeD's NodeInfo JSON")
+    assert judge_chips(report, {"Ascend910-0"}, group_member=False, now=NOW) is None
+
+
+def test_pods_chips_come_from_the_plugins_annotation() -> None:
+    assert pod_chips({"huawei.com/AscendReal": "Ascend910-0, Ascend910-1"}) == {"Ascend910-0", "Ascend910-1"}
+    assert pod_chips({}) == frozenset()
+    assert pod_chips(None) == frozenset()
+
+
+@pytest.mark.parametrize(("node_wide", "reason"), [(False, RollReason.NPU_FAULT), (True, RollReason.NODE_UNHEALTHY)])
+def test_the_machine_takes_the_pod_out_and_asks_for_a_roll_even_while_it_drains(
+    node_wide: bool, reason: RollReason
+) -> None:
+    """A faulty chip outranks everything (the engine's answers included), and a pod draining for a planned
+    deletion is rolled at once rather than left to finish on a chip the plugin separated."""
+    finding = ChipFinding(node_wide=node_wide, message="m", chip="Ascend910-4", level="SeparateNPU")
+    for draining in (False, True):
+        _, verdict, actions = step(
+            PodHealth(), Observations(chips=finding, draining=draining), now=NOW, cfg=HealthSpec()
+        )
+        assert verdict.ready is False
+        assert verdict.roll == reason
+        assert [a.reason for a in actions if type(a).__name__ == "RequestRoll"] == [reason]
+    healed, verdict, _ = step(PodHealth(chips=finding), Observations(), now=NOW, cfg=HealthSpec())
+    assert healed.chips is None  # the plugin cleared it: the next pass judges the engine again
+    assert verdict.reason != reason.value
