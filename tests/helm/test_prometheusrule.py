@@ -28,6 +28,9 @@ ALERTS = [
     "AscendRepeatedDriftRolls",
     "AscendEngineNotAnswering",
     "AscendCanaryFailures",
+    "AscendNPUFault",
+    "AscendNodeUnhealthy",
+    "AscendPodOnFaultyChip",
     "AscendKVCacheNearlyFull",
 ]
 ON = ["prometheusRule.enabled=true"]
@@ -307,6 +310,87 @@ SCENARIOS: list[dict[str, Any]] = [
                             "description": "The engine of llm/a (a-0) has used more than the threshold of its KV "
                             "cache with requests running; new long requests queue, running ones may be preempted "
                             "or stall.",
+                        },
+                    )
+                ],
+            ),
+        ],
+    },
+]
+
+
+def _chip(node: str, chip: str, level: str) -> str:
+    return f'ascend_operator_npu_faults{{node="{node}",chip="{chip}",level="{level}"}}'
+
+
+SCENARIOS += [
+    {
+        "name": "A chip fault the plugin keeps reporting fires after 2 minutes; a RestartRequest that clears and "
+        "sub-health do not",
+        "series": [
+            (_chip("atlas-0", "Ascend910-4", "SeparateNPU"), "1x10"),
+            (_chip("atlas-1", "Ascend910-2", "RestartRequest"), "1 stale"),
+            (_chip("atlas-1", "Ascend910-5", "SubHealthFault"), "1x10"),
+        ],
+        "alerts": [
+            ("AscendNPUFault", "1m", []),
+            (
+                "AscendNPUFault",
+                "3m",
+                [
+                    (
+                        {"node": "atlas-0", "chip": "Ascend910-4", "level": "SeparateNPU", "severity": "critical"},
+                        {
+                            "summary": "NPU Ascend910-4 of node atlas-0 is faulty (SeparateNPU)",
+                            "description": "The Ascend device plugin reports chip Ascend910-4 of node atlas-0 faulty "
+                            "at level SeparateNPU; the operator rolled the engine on it, and the chip is out of the "
+                            "node's allocatable until the plugin resets or an operator replaces it.",
+                        },
+                    )
+                ],
+            ),
+        ],
+    },
+    {
+        "name": "An unhealthy node fires after a minute",
+        "series": [('ascend_operator_node_unhealthy{node="atlas-3"}', "1x5")],
+        "alerts": [
+            (
+                "AscendNodeUnhealthy",
+                "2m",
+                [
+                    (
+                        {"node": "atlas-3", "severity": "critical"},
+                        {
+                            "summary": "Node atlas-3 is unfit for NPU workloads",
+                            "description": "NodeD reports node atlas-3 UnHealthy, or most of its chips are faulty; its "
+                            "engines are rolled elsewhere as capacity allows.",
+                        },
+                    )
+                ],
+            )
+        ],
+    },
+    {
+        "name": "A pod held on a faulty chip fires after 5 minutes; one rolled within a minute does not",
+        "series": [
+            (_engine("a-0", "NPUFault"), "0x10"),
+            (_engine("a-1", "NPUFault"), "0 stale"),
+            (_engine("a-1", "CanaryPassing"), "_ 1x10"),
+        ],
+        "alerts": [
+            ("AscendPodOnFaultyChip", "4m", []),
+            (
+                "AscendPodOnFaultyChip",
+                "6m",
+                [
+                    (
+                        {"namespace": "llm", "service": "a", "pod": "a-0", "reason": "NPUFault", "severity": "warning"},
+                        {
+                            "summary": "Pod llm/a-0 stays on faulty hardware (NPUFault)",
+                            "description": "Pod a-0 of llm/a is out of the Service for NPUFault and has not been "
+                            "rolled: the Degraded condition names the rule holding it (maxUnavailable, or no node "
+                            "with free NPUs for its successor).",
                         },
                     )
                 ],

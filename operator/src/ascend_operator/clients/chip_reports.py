@@ -60,6 +60,10 @@ class ChipReports:
         only once the list has shown it absent)."""
         return bool(self._informers) and all(i.synced for i in self._informers)
 
+    def reports(self) -> list[NodeReport]:
+        """Every node either report names, read (empty before the caches listed)."""
+        return [r for node in sorted(_nodes(self.store)) if (r := self.report(node)) is not None]
+
     def report(self, node: str) -> NodeReport | None:
         """What the plugin and NodeD say of `node`; None before the caches listed."""
         if not self.synced:
@@ -67,6 +71,15 @@ class ChipReports:
         device = self.store.get(DEVICE_INFO_NAMESPACE, f"{DEVICE_INFO_PREFIX}{node}")
         noded = self.store.get(NODE_INFO_NAMESPACE, f"{NODE_INFO_PREFIX}{node}")
         return node_report(node, _data(device), _data(noded))
+
+
+def _nodes(store: Store) -> set[str]:
+    return {
+        str((obj.get("metadata") or {}).get("name") or "").removeprefix(prefix)
+        for ns, prefix in ((DEVICE_INFO_NAMESPACE, DEVICE_INFO_PREFIX), (NODE_INFO_NAMESPACE, NODE_INFO_PREFIX))
+        for obj in store.select(ns, "true")
+        if str((obj.get("metadata") or {}).get("name") or "").startswith(prefix)
+    }
 
 
 def _data(obj: Obj | None) -> dict[str, str] | None:

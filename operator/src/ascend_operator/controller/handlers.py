@@ -29,7 +29,7 @@ from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
 from ascend_operator.controller.memory import EventSink, ServiceMemory
-from ascend_operator.controller.metrics import forget_service, record_pass, start_service
+from ascend_operator.controller.metrics import forget_service, publish_chip_reports, record_pass, start_service
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
@@ -82,7 +82,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # the device plugin's chip reports, read only when asked for (the chart grants the reads with the flag)
     memo.chip_reports = ChipReports(client.ApiClient()) if memo.get("npu_faults") else None
     if memo.chip_reports is not None:
-        memo.chip_reports.start()
+        reports = memo.chip_reports
+        memo.chip_reports.start(on_change=lambda _: publish_chip_reports(reports.reports()))
     # no connector-wide limit (aiohttp's default 100 would queue a 200-service fleet's canaries inside
     # their timeouts); EngineClient bounds scrapes and canaries itself, before their timeouts start
     memo.engines = EngineClient(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))

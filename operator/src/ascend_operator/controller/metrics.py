@@ -33,6 +33,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge, Histogram
 
 from ascend_operator.disruption.model import ROLL_RULES, RollReason
+from ascend_operator.health.chips import NodeReport, node_unhealthy
 
 ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
 REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])
@@ -57,6 +58,18 @@ CANARY_FAILURES = Counter(
     ["namespace", "service", "pod"],
 )
 
+NPU_FAULTS = Gauge(
+    "ascend_operator_npu_faults",
+    "1 per chip the Ascend device plugin reports faulty, by node, chip and MindCluster fault level (with --npu-faults)",
+    ["node", "chip", "level"],
+)
+NODE_UNHEALTHY = Gauge(
+    "ascend_operator_node_unhealthy",
+    "1 per node NodeD reports UnHealthy or with most of its chips faulty (with --npu-faults)",
+    ["node"],
+)
+_CHIP_SERIES: dict[str, set[tuple[str, ...]]] = {"faults": set(), "nodes": set()}
+
 #: Per-pod engine figures: status.metrics key -> gauge (health/aggregate.py service_metrics, per pod).
 FIGURE_SERIES = {
     key: (f"ascend_operator_engine_{name}", help_text)
@@ -79,7 +92,13 @@ PASS_SECONDS = Histogram(
 )
 
 #: Series names of the operator as a whole (no namespace or service label).
-FLEET_EXPORTED = frozenset(f"ascend_operator_pass_duration_seconds{suffix}" for suffix in ("_bucket", "_count", "_sum"))
+FLEET_EXPORTED = frozenset(
+    {
+        *(f"ascend_operator_pass_duration_seconds{suffix}" for suffix in ("_bucket", "_count", "_sum")),
+        "ascend_operator_npu_faults",
+        "ascend_operator_node_unhealthy",
+    }
+)
 #: Series names per service (counters with their `_total` suffix as scraped).
 SERVICE_EXPORTED = frozenset(
     {
@@ -209,3 +228,24 @@ def forget_service(namespace: str, service: str) -> None:
 def record_pass(loop: str, seconds: float) -> None:
     """One pass of a service's `loop` ("reconcile" or "health") took `seconds`."""
     PASS_SECONDS.labels(loop).observe(seconds)
+
+
+def publish_chip_reports(reports: Iterable[NodeReport]) -> None:
+    """The fleet's NPU faults as the device plugin and NodeD report them (every node the caches hold), so an
+    alert names node, chip and level even after the pod on the chip was rolled; cleared faults go."""
+    faults: set[tuple[str, ...]] = set()
+    nodes: set[tuple[str, ...]] = set()
+    for report in reports:
+        for fault in report.faults:
+            faults.add((report.node, fault.chip, fault.level))
+        if node_unhealthy(report) is not None:
+            nodes.add((report.node,))
+    for labels in faults:
+        NPU_FAULTS.labels(*labels).set(1.0)
+    for labels in nodes:
+        NODE_UNHEALTHY.labels(*labels).set(1.0)
+    for labels in _CHIP_SERIES["faults"] - faults:
+        NPU_FAULTS.remove(*labels)
+    for labels in _CHIP_SERIES["nodes"] - nodes:
+        NODE_UNHEALTHY.remove(*labels)
+    _CHIP_SERIES["faults"], _CHIP_SERIES["nodes"] = faults, nodes
