@@ -144,3 +144,37 @@ def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_a
     rolls = [r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["reason"] == "NPUFault"]
     assert len(rolls) == 1
     print(f"\n[npu] SeparateNPU report -> roll record: {t_roll - t_fault:.1f}s")
+
+
+def test_an_engine_lands_only_on_a_node_whose_driver_meets_the_minimum_and_says_when_none_does(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """spec.runtime.minDriverVersion over the plugin's `huawei.com/driver.version` labels: the older node never
+    gets the pod although it is free; with no node new enough the pod stays Pending and the status says why."""
+    old, new = add_nodes(2)
+    label_nodes(cluster, [old, new], namespace)
+    cluster.kubectl("label", "node", old, "huawei.com/driver.version=23.0.6", "--overwrite")
+    cluster.kubectl("label", "node", new, "huawei.com/driver.version=25.5.1", "--overwrite")
+    attach()
+    runtime = {"minDriverVersion": "24.1.rc2"}
+    cluster.apply(example("svc", node_label=namespace, health=FAST, runtime=runtime), namespace=namespace)
+    pod = wait_for(lambda: next((p for p in live(cluster, namespace) if p["spec"].get("nodeName")), None),
+                   timeout=90, message="the pod placed")  # fmt: skip
+    assert pod["spec"]["nodeName"] == new
+    cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type=merge", "-p",
+                    json.dumps({"spec": {"runtime": {"minDriverVersion": "26.0.0"}}}))  # fmt: skip
+
+    def explained() -> str | None:
+        conds = (ais(cluster, namespace, "svc").get("status") or {}).get("conditions") or []
+        ready = next((c for c in conds if c["type"] == "Ready"), None)
+        message = str((ready or {}).get("message") or "")
+        return message if "no node meets spec.runtime" in message else None
+
+    message = wait_for(explained, timeout=150, message="the status names the requirement no node meets")
+    assert "huawei.com/driver.version >= 26.0.0" in message
+    assert "25.5.1" in message
+    assert "23.0.6" in message

@@ -287,3 +287,9 @@ def test_npu_fault_reads_are_granted_only_with_the_feature_and_only_where_the_re
     assert "--npu-faults" in args(on)
     bindings = {o["metadata"]["namespace"] for o in on if o["kind"] == "RoleBinding" and "npu" in o["metadata"]["name"]}
     assert bindings == set(NAMESPACES)
+    # the nodes' device-plugin labels, for spec.runtime.minDriverVersion and chipName: read-only, cluster-wide
+    node_roles = [o for o in on if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-npu-nodes")]
+    assert [r["rules"] for r in node_roles] == [
+        [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    ]
+    assert not [o for o in off if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-npu-nodes")]

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.parse import parse_spec
-from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service, owned_by, service_patch, spec_hash
+from ascend_operator.controller.owned import service_patch
+from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service, owned_by, spec_hash
 from ascend_operator.render.resources import build_resources, format_bytes, parse_quantity
 from ascend_operator.validation import Severity, validate_spec
 

@@ -53,3 +53,8 @@ ANNOTATION_DRAIN = f"{GROUP}/drain"
 #: The pod's learned drift baseline (JSON {batch size: [step seconds, ...]}), so a restarted operator does
 #: not learn an engine that is already slow as its baseline.
 ANNOTATION_DRIFT_BASELINE = f"{GROUP}/drift-baseline"
+
+#: The Ascend device plugin's node labels (ascend-device-plugin pkg/common/constants.go:362, :102; written by
+#: server/manager.go:288-342): the NPU driver's version string and the chip's name.
+DRIVER_VERSION_LABEL = "huawei.com/driver.version"
+CHIP_NAME_LABEL = "node.kubernetes.io/npu.chip.name"

@@ -150,6 +150,21 @@ class RuntimeSpec(ApiModel):
         "without --privileged or --cap-add), for a root process reading driver files it does not own; "
         "NET_RAW, MKNOD, SETUID, SETGID, KILL and the rest go. [] drops all (not verified on an NPU).",
     )
+    min_driver_version: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+\.[0-9]+(\.(rc)?[0-9]+){0,2}$",
+        max_length=32,
+        description="Place engines only on nodes whose NPU driver is at least this version, as the Ascend "
+        "device plugin labels it (`huawei.com/driver.version`, e.g. 24.1.rc2 or 25.5.1; an rc is older than "
+        "its release). The scheduler cannot compare versions, so the operator (with `--npu-faults`, which "
+        "reads the nodes) renders the versions present in the cluster that meet it; a Pending pod's status "
+        "says when no node does (docs/npu-faults.md).",
+    )
+    chip_name: LabelValue | None = Field(
+        default=None,
+        description="Place engines only on nodes with this NPU, as the device plugin labels it "
+        "(`node.kubernetes.io/npu.chip.name`, e.g. 910B3).",
+    )
 
 
 class EnvVar(ApiModel):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
+from ascend_operator.api.constants import CHIP_NAME_LABEL, DRIVER_VERSION_LABEL
 from ascend_operator.clients.informer import Informer, Obj, Store
 from ascend_operator.health.chips import (
     CONSUMER_LABEL,
@@ -71,6 +72,34 @@ class ChipReports:
         device = self.store.get(DEVICE_INFO_NAMESPACE, f"{DEVICE_INFO_PREFIX}{node}")
         noded = self.store.get(NODE_INFO_NAMESPACE, f"{NODE_INFO_PREFIX}{node}")
         return node_report(node, _data(device), _data(noded))
+
+
+class NodeLabels:
+    """The NPU nodes' device-plugin labels (driver version, chip), for spec.runtime's placement requirements
+    (render/fitness.py): a watch of the nodes the plugin labelled, read-only, cluster-wide."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self.store = Store(index_label=CHIP_NAME_LABEL)
+        self._informer: Informer | None = None
+
+    def start(self) -> None:
+        """Start the watch (from the event loop)."""
+        self._informer = Informer(
+            kind="nodes", lister=self._core.list_node, namespace=None, selector=DRIVER_VERSION_LABEL, store=self.store
+        )
+        self._informer.start()
+
+    def stop(self) -> None:
+        if self._informer is not None:
+            self._informer.stop()
+
+    def labels(self) -> list[tuple[str, dict[str, str]]]:
+        """Each labelled node's name and labels (empty before the watch listed)."""
+        return [
+            (str((n.get("metadata") or {}).get("name")), dict((n.get("metadata") or {}).get("labels") or {}))
+            for n in self.store.values()
+        ]
 
 
 def _nodes(store: Store) -> set[str]:

@@ -90,6 +90,10 @@ class Store:
         """The object, or None."""
         return self._objects.get((namespace, name))
 
+    def values(self) -> list[Obj]:
+        """Every object, by (namespace, name)."""
+        return [self._objects[key] for key in sorted(self._objects)]
+
     def select(self, namespace: str, value: str) -> list[Obj]:
         """The objects in `namespace` whose index label has `value`, by name."""
         names = sorted(self._index.get((namespace, value), ()))

@@ -19,10 +19,18 @@ import aiohttp
 import kopf
 from kubernetes import client
 
-from ascend_operator.api.constants import GROUP, LABEL_SERVICE, NPU_RESOURCE, PLURAL, VERSION
+from ascend_operator.api.constants import (
+    CHIP_NAME_LABEL,
+    DRIVER_VERSION_LABEL,
+    GROUP,
+    LABEL_SERVICE,
+    NPU_RESOURCE,
+    PLURAL,
+    VERSION,
+)
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.clients.caches import Caches
-from ascend_operator.clients.chip_reports import ChipReports
+from ascend_operator.clients.chip_reports import ChipReports, NodeLabels
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
@@ -33,6 +41,7 @@ from ascend_operator.controller.metrics import forget_service, publish_chip_repo
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
+from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
 
 #: Seconds between passes when nothing wakes the loop.
@@ -81,6 +90,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.kube = KubeApi(caches=memo.caches)
     # the device plugin's chip reports, read only when asked for (the chart grants the reads with the flag)
     memo.chip_reports = ChipReports(client.ApiClient()) if memo.get("npu_faults") else None
+    memo.node_labels = NodeLabels(client.ApiClient()) if memo.get("npu_faults") else None
+    if memo.node_labels is not None:
+        memo.node_labels.start()
     if memo.chip_reports is not None:
         reports = memo.chip_reports
         memo.chip_reports.start(on_change=lambda _: publish_chip_reports(reports.reports()))
@@ -102,6 +114,8 @@ async def close_clients(memo: kopf.Memo, **_: Any) -> None:
     memo.caches.stop()
     if memo.get("chip_reports") is not None:
         memo.chip_reports.stop()
+    if memo.get("node_labels") is not None:
+        memo.node_labels.stop()
     await memo.engines.close()
 
 
@@ -202,6 +216,7 @@ async def service_loop(
         operator=memo.operator_peer,
         keys=memo.api_keys,
         live_interval=float(memo.live_interval),
+        nodes=_node_facts(memo.node_labels) if memo.get("node_labels") is not None else None,
     )
     memory = service_memory(memo, body)
     if namespace is not None:
@@ -273,3 +288,15 @@ async def health_loop(
         await state.close()  # no canary outlives its loop
         if namespace is not None:
             forget_service(namespace, name)  # a last pass may have published after the reconcile loop ended
+
+
+def _node_facts(labels: NodeLabels) -> Callable[[], list[NodeFacts]]:
+    """The nodes' device-plugin labels as render/fitness.py reads them."""
+
+    def facts() -> list[NodeFacts]:
+        return [
+            NodeFacts(name=name, driver=have.get(DRIVER_VERSION_LABEL), chip=have.get(CHIP_NAME_LABEL))
+            for name, have in labels.labels()
+        ]
+
+    return facts

@@ -15,7 +15,7 @@ from ascend_operator.controller.memory import EventSink
 from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import is_multi_node
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
-from ascend_operator.render.pod import Owner, build_pdb, build_service, owned_by, service_patch
+from ascend_operator.render.pod import Owner, build_pdb, build_service, owned_by
 
 #: What to patch so that `current` matches `desired` (None: nothing drifted).
 Drift = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any] | None]
@@ -61,6 +61,31 @@ def _min_available(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Ma
 
 def _whole_spec(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None if current.get("spec") == desired["spec"] else {"spec": desired["spec"]}
+
+
+def service_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """The strategic-merge patch that brings a live Service to what the spec asks; {} when it matches.
+
+    Only what the operator decides is compared: selector, ports, type and the spec's annotations (an
+    annotation removed from the spec stays on the Service; others' annotations are never touched).
+    """
+    want = {k: desired["spec"][k] for k in ("selector", "ports", "type")}
+    have = {k: current.get("spec", {}).get(k) for k in ("selector", "ports", "type")}
+    patch: dict[str, Any] = {}
+    if {**have, "ports": _ports(have["ports"])} != want:
+        patch["spec"] = want
+    annotations = desired["metadata"].get("annotations") or {}
+    live = (current.get("metadata") or {}).get("annotations") or {}
+    if any(live.get(k) != v for k, v in annotations.items()):
+        patch["metadata"] = {"annotations": annotations}
+    return patch
+
+
+def _ports(ports: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Live ports without what the API server adds (a NodePort's nodePort)."""
+    if ports is None:
+        return None
+    return [{k: v for k, v in p.items() if k in ("name", "port", "targetPort", "protocol")} for p in ports]
 
 
 def _service_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -17,7 +17,7 @@ every create or delete tolerates "already done".
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
@@ -50,6 +50,7 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
+from ascend_operator.render.fitness import NodeFacts, allowed_versions, unfit
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, policy_name
 from ascend_operator.render.pod import (
@@ -83,6 +84,31 @@ class Context:
     """Monotonic seconds, for how old the last status write is."""
     live_interval: float = DEFAULT_LIVE_INTERVAL
     """Seconds between status writes that change only the live engine figures (`status.LIVE_KEYS`)."""
+    nodes: Callable[[], list[NodeFacts]] | None = None
+    """The NPU nodes' driver versions and chips (`--npu-faults`), for spec.runtime's placement requirements;
+    None: the operator does not read nodes."""
+
+
+def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[str, ...] | None:
+    """The cluster's driver versions that meet spec.runtime.minDriverVersion (render/fitness.py)."""
+    return allowed_versions(spec, ctx.nodes()) if ctx.nodes is not None else None
+
+
+def _explain_unfit(ctx: Context, spec: AscendInferenceServiceSpec, pods: list[PodView]) -> list[PodView]:
+    """Pending pods whose spec.runtime requirement no node meets say which one, and what the nodes have,
+    before the scheduler's own message (which says only that no node matched the affinity)."""
+    if spec.runtime.min_driver_version is None and spec.runtime.chip_name is None:
+        return pods
+    if ctx.nodes is None and spec.runtime.min_driver_version is not None:
+        why: str | None = (
+            "spec.runtime.minDriverVersion needs the operator to read the nodes' driver versions "
+            "(aisctl operator --npu-faults; the chart's npuFaults.enabled)"
+        )
+    else:
+        why = unfit(spec, ctx.nodes() if ctx.nodes is not None else [])
+    if why is None:
+        return pods
+    return [replace(p, unschedulable=f"{why}; scheduler: {p.unschedulable}") if p.unschedulable else p for p in pods]
 
 
 def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
@@ -143,7 +169,12 @@ async def _apply_pod_actions(
     for action in actions:
         if isinstance(action, CreatePod):
             body = build_pod(
-                parsed.spec, owner=owner, replica=action.replica, npu_resource=ctx.npu_resource, key_version=key_version
+                parsed.spec,
+                owner=owner,
+                replica=action.replica,
+                npu_resource=ctx.npu_resource,
+                key_version=key_version,
+                driver_versions=_driver_versions(ctx, parsed.spec),
             )
             await _create_pod(ctx, memory, body, digest)
     candidates = [
@@ -167,7 +198,9 @@ async def _apply_group(
     """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups within spec.rollout); the
     set grows as single-node pods left by a one-node spec make way for it, and shrinks only when the
     disruption decision removed a group (controller/groups.py). True when anything was done."""
-    desired = build_leader_worker_set(parsed.spec, owner=owner, npu_resource=ctx.npu_resource)
+    desired = build_leader_worker_set(
+        parsed.spec, owner=owner, npu_resource=ctx.npu_resource, driver_versions=_driver_versions(ctx, parsed.spec)
+    )
     name = desired["metadata"]["name"]
     digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
     current = await ctx.kube.get(LWS, owner.namespace, name)
@@ -333,6 +366,8 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
         failures = mount_failures(await ctx.kube.list(EVENT, owner.namespace, fields=FAILED_MOUNT_EVENTS), pods)
     valid = parsed is not None and not errors
+    if parsed is not None:
+        pods = _explain_unfit(ctx, parsed.spec, pods)
     status = compute_status(
         Observed(
             generation=generation,

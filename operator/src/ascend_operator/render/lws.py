@@ -17,6 +17,7 @@ subdomain (pkg/utils/controller/controller_utils.go:32-64) and skips that when a
 exists, so it may not share the name of the operator's ClusterIP Service.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from ascend_operator.api.constants import (
@@ -59,19 +60,28 @@ def group_spec_hash(spec: AscendInferenceServiceSpec) -> str:
 
 
 def _template(
-    spec: AscendInferenceServiceSpec, owner: Owner, role: Role, digest: str, npu_resource: str
+    spec: AscendInferenceServiceSpec,
+    owner: Owner,
+    role: Role,
+    digest: str,
+    npu_resource: str,
+    driver_versions: Sequence[str] | None,
 ) -> dict[str, Any]:
     return {
         "metadata": {
             "labels": {**common_labels(owner), LABEL_ROLE: role.value},
             "annotations": {ANNOTATION_SPEC_HASH: digest},
         },
-        "spec": build_pod_spec(spec, role=role, npu_resource=npu_resource),
+        "spec": build_pod_spec(spec, role=role, npu_resource=npu_resource, driver_versions=driver_versions),
     }
 
 
 def build_leader_worker_set(
-    spec: AscendInferenceServiceSpec, *, owner: Owner, npu_resource: str = NPU_RESOURCE
+    spec: AscendInferenceServiceSpec,
+    *,
+    owner: Owner,
+    npu_resource: str = NPU_RESOURCE,
+    driver_versions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The LeaderWorkerSet of a multi-node service."""
     digest = group_spec_hash(spec)
@@ -95,8 +105,8 @@ def build_leader_worker_set(
             "leaderWorkerTemplate": {
                 "size": spec.parallelism.nodes,
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": _template(spec, owner, Role.LEADER, digest, npu_resource),
-                "workerTemplate": _template(spec, owner, Role.WORKER, digest, npu_resource),
+                "leaderTemplate": _template(spec, owner, Role.LEADER, digest, npu_resource, driver_versions),
+                "workerTemplate": _template(spec, owner, Role.WORKER, digest, npu_resource, driver_versions),
             },
         },
     }

@@ -7,6 +7,7 @@ of making a duplicate), and a pod that holds all of a node's NPUs is replaced de
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from ascend_operator.api.constants import (
 from ascend_operator.api.spec import AscendInferenceServiceSpec, RuntimeMode
 from ascend_operator.render.args import ENGINE_COMMAND, build_engine_args
 from ascend_operator.render.env import build_env
+from ascend_operator.render.fitness import fitness_terms, with_fitness
 from ascend_operator.render.group import Role, group_env, with_role
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
@@ -95,6 +97,8 @@ def spec_hash(spec: AscendInferenceServiceSpec, *, key_version: str | None = Non
     version, not the value, goes in: the annotation must not leak a digest of the key.
     """
     body: Any = build_pod_spec(spec)
+    if spec.runtime.min_driver_version is not None:  # the versions that meet it are the cluster's, not the spec's
+        body = {"spec": body, "minDriverVersion": spec.runtime.min_driver_version}
     extra = spec.pod_metadata
     if extra.labels or extra.annotations:  # read at creation only (webhooks, sidecar injection): roll on change
         body = {"spec": body, "labels": extra.labels, "annotations": extra.annotations}
@@ -247,10 +251,15 @@ def build_engine_container(
 
 
 def build_pod_spec(
-    spec: AscendInferenceServiceSpec, *, npu_resource: str = NPU_RESOURCE, role: Role | None = None
+    spec: AscendInferenceServiceSpec,
+    *,
+    npu_resource: str = NPU_RESOURCE,
+    role: Role | None = None,
+    driver_versions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The pod's `spec` (the same for every replica; for a group, the same for every leader or worker);
-    `npu_resource` is the operator's device-plugin name."""
+    `npu_resource` is the operator's device-plugin name, `driver_versions` the cluster's driver versions that
+    meet spec.runtime.minDriverVersion (render/fitness.py)."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -275,8 +284,9 @@ def build_pod_spec(
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
-    if spec.scheduling.affinity is not None:
-        pod_spec["affinity"] = dict(spec.scheduling.affinity)
+    affinity = with_fitness(spec.scheduling.affinity, fitness_terms(spec, driver_versions))
+    if affinity is not None:
+        pod_spec["affinity"] = dict(affinity)
     return pod_spec
 
 
@@ -287,9 +297,10 @@ def build_pod(
     replica: int,
     npu_resource: str = NPU_RESOURCE,
     key_version: str | None = None,
+    driver_versions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The engine pod of one replica (`key_version`: see `spec_hash`)."""
-    pod_spec = build_pod_spec(spec, npu_resource=npu_resource)
+    """The engine pod of one replica (`key_version`: see `spec_hash`; `driver_versions`: `build_pod_spec`)."""
+    pod_spec = build_pod_spec(spec, npu_resource=npu_resource, driver_versions=driver_versions)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -350,31 +361,6 @@ def owned_by(obj: dict[str, Any], owner: Owner) -> bool:
     """Whether `obj` is controlled by the service (never delete what a user made under the same name)."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return any(r.get("uid") == owner.uid and r.get("controller") for r in refs)
-
-
-def service_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
-    """The strategic-merge patch that brings a live Service to what the spec asks; {} when it matches.
-
-    Only what the operator decides is compared: selector, ports, type and the spec's annotations (an
-    annotation removed from the spec stays on the Service; others' annotations are never touched).
-    """
-    want = {k: desired["spec"][k] for k in ("selector", "ports", "type")}
-    have = {k: current.get("spec", {}).get(k) for k in ("selector", "ports", "type")}
-    patch: dict[str, Any] = {}
-    if {**have, "ports": _ports(have["ports"])} != want:
-        patch["spec"] = want
-    annotations = desired["metadata"].get("annotations") or {}
-    live = (current.get("metadata") or {}).get("annotations") or {}
-    if any(live.get(k) != v for k, v in annotations.items()):
-        patch["metadata"] = {"annotations": annotations}
-    return patch
-
-
-def _ports(ports: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """Live ports without what the API server adds (a NodePort's nodePort)."""
-    if ports is None:
-        return None
-    return [{k: v for k, v in p.items() if k in ("name", "port", "targetPort", "protocol")} for p in ports]
 
 
 def service_url(spec: AscendInferenceServiceSpec, owner: Owner) -> str:

@@ -1,0 +1,109 @@
+"""Node fitness: the NPU driver version and chip an engine requires, as node affinity. Pure.
+
+Why the operator renders a list of versions: the Ascend device plugin labels a node with its driver's
+version string (`huawei.com/driver.version`, ascend-device-plugin pkg/common/constants.go:362, written by
+server/manager.go:304-309) and its chip (`node.kubernetes.io/npu.chip.name`, constants.go:102), and the
+scheduler's node affinity compares numbers only (Gt/Lt), not versions such as 24.1.rc2. So the operator
+reads the versions present on the cluster's nodes and requires `In` those that meet the minimum. Placement
+stays the scheduler's: a node that already meets a requirement is never passed over.
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ascend_operator.api.constants import CHIP_NAME_LABEL, DRIVER_VERSION_LABEL
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+
+DRIVER_LABEL = DRIVER_VERSION_LABEL
+CHIP_LABEL = CHIP_NAME_LABEL
+#: The `In` value when no node meets the minimum: a valid label value no plugin writes, so the pod stays
+#: Pending (and its status says why) instead of landing on a node that does not fit.
+NO_VERSION = "none-meets-the-minimum"
+_PART = re.compile(r"^(rc)?([0-9]+)$")
+
+
+def version_key(version: str) -> tuple[int, ...] | None:
+    """A comparable key for a driver version (24.1.rc2 < 24.1.0 < 24.1.1 < 25.5.1); None when it is not one.
+    An rc precedes the release of the same numbers."""
+    parts = version.split(".")
+    if len(parts) < 2:
+        return None
+    key: list[int] = []
+    for part in parts:
+        match = _PART.match(part)
+        if match is None:
+            return None
+        rc, number = match.groups()
+        key += [0 if rc else 1, int(number)]
+    return tuple(key)
+
+
+def meets(version: str, minimum: str) -> bool:
+    have, want = version_key(version), version_key(minimum)
+    return have is not None and want is not None and have >= want
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the device plugin's labels say of one node."""
+
+    name: str
+    driver: str | None
+    chip: str | None
+
+
+def allowed_versions(spec: AscendInferenceServiceSpec, nodes: Iterable[NodeFacts]) -> tuple[str, ...] | None:
+    """The driver versions on the cluster's nodes that meet spec.runtime.minDriverVersion; None without one."""
+    minimum = spec.runtime.min_driver_version
+    if minimum is None:
+        return None
+    return tuple(sorted({n.driver for n in nodes if n.driver is not None and meets(n.driver, minimum)}))
+
+
+def fitness_terms(spec: AscendInferenceServiceSpec, versions: Sequence[str] | None) -> list[dict[str, Any]]:
+    """The node-selector requirements spec.runtime adds (empty when it asks nothing)."""
+    terms: list[dict[str, Any]] = []
+    if spec.runtime.chip_name is not None:
+        terms.append({"key": CHIP_LABEL, "operator": "In", "values": [spec.runtime.chip_name]})
+    if spec.runtime.min_driver_version is not None:
+        terms.append({"key": DRIVER_LABEL, "operator": "In", "values": list(versions or ()) or [NO_VERSION]})
+    return terms
+
+
+def with_fitness(affinity: dict[str, Any] | None, terms: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """`affinity` (spec.scheduling.affinity) with `terms` ANDed into every required node-selector term (a
+    new term when there is none); the user's own terms are kept as they are."""
+    if not terms:
+        return affinity
+    merged = dict(affinity or {})
+    node = dict(merged.get("nodeAffinity") or {})
+    required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    selector_terms = [dict(t) for t in required.get("nodeSelectorTerms") or [{}]]
+    for term in selector_terms:
+        term["matchExpressions"] = [*(term.get("matchExpressions") or []), *terms]
+    required["nodeSelectorTerms"] = selector_terms
+    node["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    merged["nodeAffinity"] = node
+    return merged
+
+
+def unfit(spec: AscendInferenceServiceSpec, nodes: Sequence[NodeFacts]) -> str | None:
+    """Which of spec.runtime's requirements no node meets, with what the nodes have; None when some node
+    meets them all (whether it has free NPUs is the scheduler's message)."""
+    chip, minimum = spec.runtime.chip_name, spec.runtime.min_driver_version
+    if chip is None and minimum is None:
+        return None
+    fitting = [
+        n
+        for n in nodes
+        if (chip is None or n.chip == chip) and (minimum is None or (n.driver is not None and meets(n.driver, minimum)))
+    ]
+    if fitting:
+        return None
+    asked = [f"{CHIP_LABEL}={chip}"] if chip else []
+    asked += [f"{DRIVER_LABEL} >= {minimum}"] if minimum else []
+    seen = sorted({f"{n.chip or '?'}/{n.driver or '?'}" for n in nodes})
+    have = f"nodes have (chip/driver): {', '.join(seen)}" if seen else "no node carries the device plugin's labels"
+    return f"no node meets spec.runtime: {' and '.join(asked)}; {have}"
