@@ -240,6 +240,7 @@ def test_every_kubernetes_call_the_operator_makes_is_granted_by_the_chart(helm: 
     needs = {grant: res.kind for res in RESOURCES for grant in res.grants()}
     assert len(needs) >= 20, "the table lost its rows"
     everything = [
+        "router.enabled=true",
         "multiNode.enabled=true",
         "routing.inferencePool.enabled=true",
         "rbac.apiKeySecrets.names={ascend-engine-api-key}",

@@ -14,6 +14,7 @@ from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.formats import ImageReference, LabelValue
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.rollout import RolloutSpec
+from ascend_operator.api.router import RouterSpec
 from ascend_operator.api.routing import RoutingSpec
 from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 
@@ -281,6 +282,12 @@ class AscendInferenceServiceSpec(ApiModel):
         default_factory=RolloutSpec, description="Disruption budget and drain of the operator's own deletions."
     )
     routing: RoutingSpec = Field(default_factory=RoutingSpec, description="InferencePool for GIE gateways.")
+    router: RouterSpec | None = Field(
+        default=None,
+        description="A vllm-router Deployment of the service's own in front of its engines, with its Service "
+        "(`<name>-router`) for clients; it discovers only engine pods the operator judged Ready, and admits "
+        "at most the engines' slots at once (docs/router.md). Absent: clients use the engine Service.",
+    )
     auth: AuthSpec = Field(default_factory=AuthSpec, description="The engine's API key.")
     network_policy: NetworkPolicySpec = Field(
         default_factory=NetworkPolicySpec, description="Who may reach the engine port."

@@ -50,7 +50,7 @@ class Resource:
     @property
     def builtin(self) -> bool:
         """Served by Kubernetes itself (strategic merge patches apply); else a custom resource (JSON merge)."""
-        return self.group in ("", "policy", "networking.k8s.io")
+        return self.group in ("", "apps", "policy", "networking.k8s.io", "rbac.authorization.k8s.io")
 
     def path(self, namespace: str, name: str | None = None, *, status: bool = False) -> str:
         """The REST path of the collection in `namespace`, of one object, or of its status subresource."""
@@ -71,7 +71,8 @@ class Resource:
 
 
 POD = Resource("Pod", "", "v1", "pods", frozenset({"list", "create", "patch", "status", "delete"}))
-SERVICE = Resource("Service", "", "v1", "services", frozenset({"get", "create", "patch"}))
+#: `delete`: a service's router Service goes when spec.router does (the engines' Service never does).
+SERVICE = Resource("Service", "", "v1", "services", frozenset({"get", "create", "patch", "delete"}))
 EVENT = Resource("Event", "", "v1", "events", frozenset({"list"}))
 #: `get` on one named Secret only: the operator never lists Secrets (the chart may pin the names).
 SECRET = Resource("Secret", "", "v1", "secrets", frozenset({"get"}))
@@ -85,7 +86,18 @@ SERVICE_CR = Resource(KIND, GROUP, VERSION, PLURAL, frozenset({"get", "status"})
 LWS = Resource(LWS_KIND, LWS_GROUP, LWS_VERSION, LWS_PLURAL, frozenset({"get", "create", "patch", "delete"}))
 POOL = Resource(POOL_KIND, POOL_GROUP, POOL_VERSION, POOL_PLURAL, frozenset({"get", "create", "patch", "delete"}))
 
-RESOURCES: tuple[Resource, ...] = (POD, SERVICE, EVENT, SECRET, PDB, NETWORK_POLICY, SERVICE_CR, LWS, POOL)
+#: A service's router (spec.router, render/router.py): its Deployment, identity and discovery rights.
+DEPLOYMENT = Resource("Deployment", "apps", "v1", "deployments", frozenset({"get", "create", "patch", "delete"}))
+SERVICE_ACCOUNT = Resource("ServiceAccount", "", "v1", "serviceaccounts", frozenset({"get", "create", "delete"}))
+ROLE = Resource("Role", "rbac.authorization.k8s.io", "v1", "roles", frozenset({"get", "create", "patch", "delete"}))
+ROLE_BINDING = Resource(
+    "RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings", frozenset({"get", "create", "patch", "delete"})
+)
+
+RESOURCES: tuple[Resource, ...] = (
+    POD, SERVICE, EVENT, SECRET, PDB, NETWORK_POLICY, SERVICE_CR, LWS, POOL,
+    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
+)  # fmt: skip
 BY_KIND: Mapping[str, Resource] = {r.kind: r for r in RESOURCES}
 
 

@@ -9,13 +9,26 @@ drift is the kind's own function, passed in.
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
 from ascend_operator.api.parse import ParsedService
-from ascend_operator.clients.resources import NETWORK_POLICY, PDB, SERVICE, Kube, Resource
+from ascend_operator.clients.kube import ApiRefused
+from ascend_operator.clients.resources import (
+    DEPLOYMENT,
+    NETWORK_POLICY,
+    PDB,
+    ROLE,
+    ROLE_BINDING,
+    SERVICE,
+    SERVICE_ACCOUNT,
+    Kube,
+    Resource,
+)
 from ascend_operator.controller.memory import EventSink
 from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import is_multi_node
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
-from ascend_operator.render.pod import Owner, build_pdb, build_service, owned_by
+from ascend_operator.render.pod import Owner, build_pdb, build_service, engine_digest, owned_by, serving_selector
+from ascend_operator.render.router import RouterTarget, build_router_objects, router_name
 
 #: What to patch so that `current` matches `desired` (None: nothing drifted).
 Drift = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any] | None]
@@ -115,3 +128,67 @@ async def ensure_network_policy(
     """The NetworkPolicy admitting only the operator (and, by spec, clients) to the engine port."""
     desired = build_network_policy(parsed.spec, owner=owner, operator=operator)
     await ensure(kube, events, NETWORK_POLICY, owner, policy_name(owner), desired, drift=_whole_spec)
+
+
+#: The router's objects by kind, in creation order (identity and rights before the pods that use them),
+#: and what of each is compared with the live object.
+_ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
+    (SERVICE_ACCOUNT, lambda current, desired: None),
+    (ROLE, lambda current, desired: None if current.get("rules") == desired["rules"] else {"rules": desired["rules"]}),
+    (ROLE_BINDING, lambda current, desired: None),
+    (DEPLOYMENT, lambda current, desired: _hashed_drift(current, desired)),
+    (SERVICE, lambda current, desired: _service_drift(current, desired)),
+    (PDB, _whole_spec),
+)
+
+
+def _hashed(desired: Mapping[str, Any]) -> dict[str, Any]:
+    """`desired` with a digest of its spec in an annotation: the API server fills a Deployment's spec with
+    defaults, so the live spec never equals the rendered one, but the digest does until the spec changes."""
+    meta = dict(desired["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_SPEC_HASH: engine_digest(desired["spec"])}
+    return {**desired, "metadata": meta}
+
+
+def _hashed_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    have = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
+    want = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    return (
+        None if have == want else {"metadata": {"annotations": {ANNOTATION_SPEC_HASH: want}}, "spec": desired["spec"]}
+    )
+
+
+def router_target(parsed: ParsedService, owner: Owner) -> RouterTarget:
+    """What the router routes to: this service's serving engine pods and their slots."""
+    spec = parsed.spec
+    return RouterTarget(
+        owner=owner,
+        engine_port=spec.engine.port,
+        engine_selector=serving_selector(spec, owner),
+        engine_replicas=spec.replicas,
+        max_num_seqs=spec.engine.max_num_seqs,
+        data_parallel=spec.parallelism.data,
+    )
+
+
+async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> None:
+    """spec.router's objects, or their removal (ours only) when it is absent."""
+    router = parsed.spec.router
+    if router is None and await kube.get(PDB, owner.namespace, router_name(owner)) is None:
+        return  # never had one (the budget is watch-cached: no API call), or removed: nothing to ask for
+    built = [] if router is None else build_router_objects(router, router_target(parsed, owner))
+    desired = {o["kind"]: _hashed(o) if o["kind"] == DEPLOYMENT.kind else o for o in built}
+    # removal: the budget last, since its absence is what says "nothing left" to the next pass
+    kinds = _ROUTER_KINDS if router is not None else (*reversed(_ROUTER_KINDS[:-1]), _ROUTER_KINDS[-1])
+    try:
+        for res, drift in kinds:
+            announce = "RouterCreated" if res is DEPLOYMENT else ""
+            await ensure(
+                kube, events, res, owner, router_name(owner), desired.get(res.kind),
+                drift=drift, created=announce, removed=announce.replace("Created", "Removed"),
+            )  # fmt: skip
+    except ApiRefused as exc:  # the engines serve on through their own Service; the user is told the fix
+        if exc.status != 403:
+            raise
+        fix = "install the chart with router.enabled=true"
+        events("Warning", "RouterForbidden", f"the operator may not manage {res.kind} {router_name(owner)}: {fix}")

@@ -38,7 +38,7 @@ from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions
-from ascend_operator.controller.owned import ensure_network_policy, ensure_pdb, ensure_service
+from ascend_operator.controller.owned import ensure_network_policy, ensure_pdb, ensure_router, ensure_service
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import (
@@ -359,6 +359,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
         await ensure_service(ctx.kube, ctx.events, parsed, owner)
         await ensure_pdb(ctx.kube, ctx.events, parsed, owner)
+        await ensure_router(ctx.kube, ctx.events, parsed, owner)
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 

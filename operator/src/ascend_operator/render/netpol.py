@@ -20,6 +20,7 @@ from typing import Any
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.render.pod import Owner, common_labels, owner_metadata
+from ascend_operator.render.router import LABEL_ROUTER
 
 #: The label the API server sets on every namespace (GA in 1.22): selects a namespace by name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -69,6 +70,8 @@ def build_network_policy(
         {"from": _client_peers(spec, operator), "ports": port},
         {"from": [own_pods]},
     ]
+    if spec.router is not None:  # the service's own router (render/router.py) reaches the engine port
+        ingress.append({"from": [{"podSelector": {"matchLabels": {LABEL_ROUTER: owner.name}}}], "ports": port})
     if policy.monitoring_namespaces:
         ingress.append({"from": [_peer(ns, {}) for ns in policy.monitoring_namespaces], "ports": port})
     return {
