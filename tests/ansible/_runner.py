@@ -127,11 +127,12 @@ def run_playbook(
     diff: bool = False,
     tags: str = "",
     timeout: float = 900,
+    playbook: str = "site.yml",
 ) -> Run:
     tmp.mkdir(parents=True, exist_ok=True)
     inv = tmp / f"inventory-{time.monotonic_ns()}.json"
     inv.write_text(json.dumps(inventory(node, group_vars)))
-    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(PLAYBOOKS / "site.yml")]
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(PLAYBOOKS / playbook)]
     if check:
         cmd.append("--check")
     if diff:
