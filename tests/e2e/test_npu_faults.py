@@ -172,7 +172,7 @@ def test_an_engine_lands_only_on_a_node_whose_driver_meets_the_minimum_and_says_
         conds = (ais(cluster, namespace, "svc").get("status") or {}).get("conditions") or []
         ready = next((c for c in conds if c["type"] == "Ready"), None)
         message = str((ready or {}).get("message") or "")
-        return message if "no node meets spec.runtime" in message else None
+        return message if "no node meets the placement requirements" in message else None
 
     message = wait_for(explained, timeout=150, message="the status names the requirement no node meets")
     assert "huawei.com/driver.version >= 26.0.0" in message

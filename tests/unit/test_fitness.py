@@ -82,7 +82,7 @@ def test_no_node_meeting_the_minimum_keeps_the_pod_pending_rather_than_misplaced
     pod = build_pod(parsed.spec, owner=OWNER, replica=0, driver_versions=allowed_versions(parsed.spec, NODES))
     assert expressions(pod) == [[{"key": DRIVER_LABEL, "operator": "In", "values": [NO_VERSION]}]]
     assert unfit(parsed.spec, NODES) == (
-        "no node meets spec.runtime: huawei.com/driver.version >= 26.0.0; nodes have (chip/driver): "
+        "no node meets the placement requirements: huawei.com/driver.version >= 26.0.0; nodes have (chip/driver): "
         "910B3/23.0.6, 910B3/24.1.rc2, 910B3/25.5.1, 910B4/25.5.1"
     )
     both = runtime(example, min_driver_version="25.0.0", chip_name="910B3")
@@ -90,7 +90,7 @@ def test_no_node_meeting_the_minimum_keeps_the_pod_pending_rather_than_misplaced
     other = runtime(example, min_driver_version="25.6.0", chip_name="910B4")
     message = unfit(other.spec, NODES)
     assert message is not None
-    assert message.startswith("no node meets spec.runtime: node.kubernetes.io/npu.chip.name=910B4 and ")
+    assert message.startswith("no node meets the placement requirements: node.kubernetes.io/npu.chip.name=910B4 and ")
 
 
 def test_the_users_own_affinity_is_kept_and_every_term_gets_the_requirements() -> None:
@@ -145,7 +145,7 @@ async def test_a_pending_pod_says_which_requirement_no_node_meets(example_body: 
     ]}  # fmt: skip
     status = await reconcile(example_body, ctx, ServiceMemory())
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
-    assert "no node meets spec.runtime: huawei.com/driver.version >= 26.0.0" in ready["message"], ready
+    assert "no node meets the placement requirements: huawei.com/driver.version >= 26.0.0" in ready["message"], ready
     assert scheduler in ready["message"]
     without = Context(kube=FakeKube(), events=lambda *_: None, now=lambda: "2026-12-01T00:00:00Z")
     body = {**example_body, "metadata": {**example_body["metadata"]}}
@@ -161,3 +161,23 @@ def test_the_example_still_parses_with_the_fields(example_body: dict[str, Any]) 
     example_body["spec"]["runtime"] = {"minDriverVersion": "24.1.rc2", "chipName": "910B3"}
     parsed = parse_resource(example_body)
     assert (parsed.spec.runtime.min_driver_version, parsed.spec.runtime.chip_name) == ("24.1.rc2", "910B3")
+
+
+def test_a_staged_model_places_engines_only_where_the_role_put_that_copy(example_body: dict[str, Any]) -> None:
+    """spec.model.source.hostPath.staged: the model_stage role's node label, and a Pending pod that says no
+    node holds that copy (a node holding another manifest of the same model does not count)."""
+    example_body["spec"]["model"]["source"] = {
+        "hostPath": {"path": "/data/models", "staged": {"name": "dsv4-flash", "manifestDigest": "0123456789abcdef"}}
+    }
+    parsed = parse_resource(example_body)
+    label = "inference.ascend.dev/model-dsv4-flash"
+    pod = build_pod(parsed.spec, owner=OWNER, replica=0)
+    assert expressions(pod) == [[{"key": label, "operator": "In", "values": ["0123456789abcdef"]}]]
+    stale = [NodeFacts("atlas-0", "25.5.1", "910B3", {label: "fedcba9876543210"})]
+    assert unfit(parsed.spec, stale) == (
+        "no node meets the placement requirements: the staged model "
+        "inference.ascend.dev/model-dsv4-flash=0123456789abcdef (playbooks/stage-model.yml); "
+        "nodes have (chip/driver): 910B3/25.5.1"
+    )
+    holding = [*stale, NodeFacts("atlas-1", "25.5.1", "910B3", {label: "0123456789abcdef"})]
+    assert unfit(parsed.spec, holding) is None

@@ -28,10 +28,29 @@ QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
 Quantity = Annotated[str, Field(pattern=QUANTITY, max_length=32)]
 
 
+class StagedModel(ApiModel):
+    """A model the Ansible role model_stage put on nodes' local disks (playbooks/stage-model.yml), which
+    labels each node `inference.ascend.dev/model-<name>=<the first 16 hex digits of its manifest's sha256>`."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        max_length=40,
+        description="The role's model_stage_name (the label's suffix).",
+    )
+    manifest_digest: str = Field(
+        pattern=r"^[0-9a-f]{16}$",
+        description="The first 16 hex digits of the manifest's sha256 the role printed and labelled: engines "
+        "go only to nodes holding exactly that copy, and a Pending pod says when no node does.",
+    )
+
+
 class HostPathSource(ApiModel):
     """Model weights on a node-local directory (the seed's /data/models)."""
 
     path: str = Field(pattern=r"^/", min_length=2, description="Absolute directory on the node.")
+    staged: StagedModel | None = Field(
+        default=None, description="Schedule only onto nodes the model_stage role labelled as holding this model."
+    )
 
 
 class PvcSource(ApiModel):

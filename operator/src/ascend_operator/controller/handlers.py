@@ -295,7 +295,7 @@ def _node_facts(labels: NodeLabels) -> Callable[[], list[NodeFacts]]:
 
     def facts() -> list[NodeFacts]:
         return [
-            NodeFacts(name=name, driver=have.get(DRIVER_VERSION_LABEL), chip=have.get(CHIP_NAME_LABEL))
+            NodeFacts(name=name, driver=have.get(DRIVER_VERSION_LABEL), chip=have.get(CHIP_NAME_LABEL), labels=have)
             for name, have in labels.labels()
         ]
 

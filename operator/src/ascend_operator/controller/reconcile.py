@@ -50,7 +50,7 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
-from ascend_operator.render.fitness import NodeFacts, allowed_versions, unfit
+from ascend_operator.render.fitness import NodeFacts, allowed_versions, staged_label, unfit
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, policy_name
 from ascend_operator.render.pod import (
@@ -97,15 +97,17 @@ def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[st
 def _explain_unfit(ctx: Context, spec: AscendInferenceServiceSpec, pods: list[PodView]) -> list[PodView]:
     """Pending pods whose spec.runtime requirement no node meets say which one, and what the nodes have,
     before the scheduler's own message (which says only that no node matched the affinity)."""
-    if spec.runtime.min_driver_version is None and spec.runtime.chip_name is None:
+    if spec.runtime.min_driver_version is None and spec.runtime.chip_name is None and staged_label(spec) is None:
         return pods
     if ctx.nodes is None and spec.runtime.min_driver_version is not None:
         why: str | None = (
             "spec.runtime.minDriverVersion needs the operator to read the nodes' driver versions "
             "(aisctl operator --npu-faults; the chart's npuFaults.enabled)"
         )
+    elif ctx.nodes is None:  # nothing known of the nodes: the scheduler's own message stands
+        return pods
     else:
-        why = unfit(spec, ctx.nodes() if ctx.nodes is not None else [])
+        why = unfit(spec, ctx.nodes())
     if why is None:
         return pods
     return [replace(p, unschedulable=f"{why}; scheduler: {p.unschedulable}") if p.unschedulable else p for p in pods]

@@ -9,11 +9,11 @@ stays the scheduler's: a node that already meets a requirement is never passed o
 """
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.constants import CHIP_NAME_LABEL, DRIVER_VERSION_LABEL
+from ascend_operator.api.constants import CHIP_NAME_LABEL, DRIVER_VERSION_LABEL, GROUP
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 
 DRIVER_LABEL = DRIVER_VERSION_LABEL
@@ -47,11 +47,21 @@ def meets(version: str, minimum: str) -> bool:
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """What the device plugin's labels say of one node."""
+    """What the device plugin's (and the model_stage role's) labels say of one node."""
 
     name: str
     driver: str | None
     chip: str | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def staged_label(spec: AscendInferenceServiceSpec) -> tuple[str, str] | None:
+    """(label, value) the model_stage role puts on nodes holding spec.model's weights, None when not asked."""
+    source = spec.model.source.host_path
+    staged = source.staged if source is not None else None
+    if staged is None:
+        return None
+    return f"{GROUP}/model-{staged.name}", staged.manifest_digest
 
 
 def allowed_versions(spec: AscendInferenceServiceSpec, nodes: Iterable[NodeFacts]) -> tuple[str, ...] | None:
@@ -69,6 +79,8 @@ def fitness_terms(spec: AscendInferenceServiceSpec, versions: Sequence[str] | No
         terms.append({"key": CHIP_LABEL, "operator": "In", "values": [spec.runtime.chip_name]})
     if spec.runtime.min_driver_version is not None:
         terms.append({"key": DRIVER_LABEL, "operator": "In", "values": list(versions or ()) or [NO_VERSION]})
+    if (staged := staged_label(spec)) is not None:
+        terms.append({"key": staged[0], "operator": "In", "values": [staged[1]]})
     return terms
 
 
@@ -92,18 +104,21 @@ def with_fitness(affinity: dict[str, Any] | None, terms: list[dict[str, Any]]) -
 def unfit(spec: AscendInferenceServiceSpec, nodes: Sequence[NodeFacts]) -> str | None:
     """Which of spec.runtime's requirements no node meets, with what the nodes have; None when some node
     meets them all (whether it has free NPUs is the scheduler's message)."""
-    chip, minimum = spec.runtime.chip_name, spec.runtime.min_driver_version
-    if chip is None and minimum is None:
+    chip, minimum, staged = spec.runtime.chip_name, spec.runtime.min_driver_version, staged_label(spec)
+    if chip is None and minimum is None and staged is None:
         return None
     fitting = [
         n
         for n in nodes
-        if (chip is None or n.chip == chip) and (minimum is None or (n.driver is not None and meets(n.driver, minimum)))
+        if (chip is None or n.chip == chip)
+        and (minimum is None or (n.driver is not None and meets(n.driver, minimum)))
+        and (staged is None or n.labels.get(staged[0]) == staged[1])
     ]
     if fitting:
         return None
     asked = [f"{CHIP_LABEL}={chip}"] if chip else []
     asked += [f"{DRIVER_LABEL} >= {minimum}"] if minimum else []
+    asked += [f"the staged model {staged[0]}={staged[1]} (playbooks/stage-model.yml)"] if staged else []
     seen = sorted({f"{n.chip or '?'}/{n.driver or '?'}" for n in nodes})
     have = f"nodes have (chip/driver): {', '.join(seen)}" if seen else "no node carries the device plugin's labels"
-    return f"no node meets spec.runtime: {' and '.join(asked)}; {have}"
+    return f"no node meets the placement requirements: {' and '.join(asked)}; {have}"
