@@ -237,12 +237,20 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_a
     load = clients(base, {"prompt": "load", "max_tokens": 1000, "ignore_eos": True}, count=8, stop=stop, key=KEY)
     waiting_seen = 0.0
     seen = []
+    unanswered = 0
     for i in range(20):  # each pass takes seconds here: kubectl and /metrics share 2 cores with the engine
         seen += watch_gate(cluster, namespace, 1.0)
-        if i % 4 == 0:
-            waiting = gauges(base, "vllm:num_requests_waiting")["vllm:num_requests_waiting"]
-            waiting_seen = max(waiting_seen, waiting)
+        if i % 4 == 0 or waiting_seen < 4:
+            # the test's own peek at the queue: on 2 cores the API server streaming to 8 clients has left
+            # /metrics unanswered for over 20 s (CI, 2026-12-03); a missed peek is counted, not a failure
+            try:
+                waiting_seen = max(waiting_seen, gauges(base, "vllm:num_requests_waiting")["vllm:num_requests_waiting"])
+            except AssertionError:
+                unanswered += 1
     stop.set()
+    print(
+        f"[real] queued phase: waiting peaked at {waiting_seen:.0f}; the test's /metrics peeks unanswered: {unanswered}"
+    )
     assert waiting_seen >= 4, f"the engine never queued requests (waiting peaked at {waiting_seen})"
     judged_healthy(seen)
     load.join(timeout=300)
