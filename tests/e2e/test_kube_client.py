@@ -19,7 +19,7 @@ from kubernetes import config
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.clients import resources
 from ascend_operator.clients.kube import KubeApi, NotServed
-from ascend_operator.clients.resources import EVENT, PDB, POD, SERVICE, Resource, service_pods
+from ascend_operator.clients.resources import EVENT, PDB, POD, Resource, service_pods
 
 WIDGET = Resource("Widget", "nothing.example.com", "v1", "widgets", frozenset({"create", "get"}))
 
@@ -78,8 +78,8 @@ async def test_create_get_list_patch_delete_answer_as_the_reconcile_steps_expect
     assert await kube.delete(PDB, namespace, "svc", uid=uid) is True
     assert await kube.delete(PDB, namespace, "svc") is False  # gone already
     assert await kube.get(PDB, namespace, "svc") is None
-    with pytest.raises(ValueError, match="delete on services is not in its row"):
-        await kube.delete(SERVICE, namespace, "svc")  # the operator never deletes a Service: nor may it
+    with pytest.raises(ValueError, match="patch on events is not in its row"):
+        await kube.patch(EVENT, namespace, "e", {})  # the operator only lists events: nor may it do more
 
 
 async def test_pod_status_conditions_merge_by_type_and_lists_select_by_label(kubeconfig: Path, namespace: str) -> None:
