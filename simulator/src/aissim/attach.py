@@ -98,10 +98,14 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def terminate(child: Child, *, now: float) -> None:
-    """Ask an engine's process group (its PID is the group's id) to stop; `reap` finishes the job."""
+    """Ask an engine to stop as the kubelet does: SIGTERM to the container's main process only (the group's
+    leader), which shuts its EngineCore and Workers down itself; `reap` kills what is left after the grace.
+    A SIGTERM to the whole group killed vLLM's Worker mid-drain and failed the request being drained (CI
+    2026-12-03, tests/real: "Worker proc VllmWorker-0 died unexpectedly" 4 s after the SIGTERM)."""
     child.exited_at = now
     if child.process.poll() is None:
-        _signal_group(child.process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.process.pid, signal.SIGTERM)
 
 
 def reap(child: Child, *, now: float) -> bool:
