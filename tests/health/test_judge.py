@@ -122,3 +122,17 @@ def test_a_stall_longer_than_the_kept_span_still_says_since_when() -> None:
     verdict = judge(state, now=615.0, cfg=CFG)
     assert (verdict.reason, verdict.roll) == ("Stalled", RollReason.STALLED)
     assert "no forward progress for 600s" in verdict.message
+
+
+def test_stale_samples_with_a_fresh_canary_are_not_a_stall() -> None:
+    """Busy samples, then /metrics silent for 20 s while canaries keep getting tokens: neither EngineNotAnswering
+    nor Stalled (a frozen span measured to now would be the operator's own silence, not the engine's)."""
+    state = PodHealth(mismatches=())
+    for i in range(4):
+        state = fold_sample(state, busy(i * 5.0, i * 100.0), cfg=CFG)
+    last = state.samples[-1].t
+    state = fold_canary(state, CanaryOutcome(ok=True, before=None, after=None, ended=last + 18.0))
+    verdict = judge(state, now=last + 20.0 + CFG.stall.window_seconds, cfg=CFG)
+    assert (verdict.reason, verdict.roll) == ("CanaryPassing", None)
+    failing = replace(state, canary_failures=1)
+    assert judge(failing, now=last + 20.0 + CFG.stall.window_seconds, cfg=CFG).reason == "EngineNotAnswering"
