@@ -130,18 +130,6 @@ async def ensure_network_policy(
     await ensure(kube, events, NETWORK_POLICY, owner, policy_name(owner), desired, drift=_whole_spec)
 
 
-#: The router's objects by kind, in creation order (identity and rights before the pods that use them),
-#: and what of each is compared with the live object.
-_ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
-    (SERVICE_ACCOUNT, lambda current, desired: None),
-    (ROLE, lambda current, desired: None if current.get("rules") == desired["rules"] else {"rules": desired["rules"]}),
-    (ROLE_BINDING, lambda current, desired: None),
-    (DEPLOYMENT, lambda current, desired: _hashed_drift(current, desired)),
-    (SERVICE, lambda current, desired: _service_drift(current, desired)),
-    (PDB, _whole_spec),
-)
-
-
 def _hashed(desired: Mapping[str, Any]) -> dict[str, Any]:
     """`desired` with a digest of its spec in an annotation: the API server fills a Deployment's spec with
     defaults, so the live spec never equals the rendered one, but the digest does until the spec changes."""
@@ -156,6 +144,26 @@ def _hashed_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Map
     return (
         None if have == want else {"metadata": {"annotations": {ANNOTATION_SPEC_HASH: want}}, "spec": desired["spec"]}
     )
+
+
+def _no_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return None  # a ServiceAccount or RoleBinding carries nothing the spec can change
+
+
+def _rules(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return None if current.get("rules") == desired["rules"] else {"rules": desired["rules"]}
+
+
+#: The router's objects by kind, in creation order (identity and rights before the pods that use them),
+#: and what of each is compared with the live object.
+_ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
+    (SERVICE_ACCOUNT, _no_drift),
+    (ROLE, _rules),
+    (ROLE_BINDING, _no_drift),
+    (DEPLOYMENT, _hashed_drift),
+    (SERVICE, _service_drift),
+    (PDB, _whole_spec),
+)
 
 
 def router_target(parsed: ParsedService, owner: Owner) -> RouterTarget:

@@ -50,7 +50,7 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
-from ascend_operator.render.fitness import NodeFacts, allowed_versions, staged_label, unfit
+from ascend_operator.render.fitness import NodeFacts, allowed_versions, asks_placement, unfit
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, policy_name
 from ascend_operator.render.pod import (
@@ -97,7 +97,7 @@ def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[st
 def _explain_unfit(ctx: Context, spec: AscendInferenceServiceSpec, pods: list[PodView]) -> list[PodView]:
     """Pending pods whose spec.runtime requirement no node meets say which one, and what the nodes have,
     before the scheduler's own message (which says only that no node matched the affinity)."""
-    if spec.runtime.min_driver_version is None and spec.runtime.chip_name is None and staged_label(spec) is None:
+    if not asks_placement(spec):
         return pods
     if ctx.nodes is None and spec.runtime.min_driver_version is not None:
         why: str | None = (
@@ -168,6 +168,7 @@ async def _apply_pod_actions(
     digest = spec_hash(parsed.spec, key_version=key_version)
     memory.create_failures = {}
     actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
+    versions = _driver_versions(ctx, parsed.spec)  # once per pass, not per pod created
     for action in actions:
         if isinstance(action, CreatePod):
             body = build_pod(
@@ -176,7 +177,7 @@ async def _apply_pod_actions(
                 replica=action.replica,
                 npu_resource=ctx.npu_resource,
                 key_version=key_version,
-                driver_versions=_driver_versions(ctx, parsed.spec),
+                driver_versions=versions,
             )
             await _create_pod(ctx, memory, body, digest)
     candidates = [

@@ -191,12 +191,22 @@ def _not_answering(f: Facts) -> Finding | None:
     under load (on 2 cores a real vLLM's API server, streaming to 8 clients, left the operator's scrapes
     unanswered for over 15 s while every canary passed: tests/real). The detectors then lack samples, and a
     stall still shows as canaries that get no tokens."""
-    samples, window = f.state.samples, 3 * f.cfg.scrape_interval_seconds
-    if samples and f.now - samples[-1].t <= window:
-        return None
-    if samples and _canary_vouches(f):
+    if not _metrics_silent(f) or _generating_unseen(f):
         return None
     return Finding(message="no /metrics answer")
+
+
+def _metrics_silent(f: Facts) -> bool:
+    """No /metrics sample for three scrape intervals (or none ever)."""
+    samples = f.state.samples
+    return not samples or f.now - samples[-1].t > 3 * f.cfg.scrape_interval_seconds
+
+
+def _generating_unseen(f: Facts) -> bool:
+    """/metrics went silent after answering, while canaries still get tokens: the engine generates, and its
+    last samples are stale (a frozen span measured from them up to now would be the operator's own
+    silence, not the engine's: real tier, 2 cores, 8 clients)."""
+    return bool(f.state.samples) and _metrics_silent(f) and _canary_vouches(f)
 
 
 def _canary_vouches(f: Facts) -> bool:
@@ -216,10 +226,7 @@ def canary_cycle(cfg: HealthSpec) -> float:
 
 
 def _stalled(f: Facts) -> Finding | None:
-    samples = f.state.samples
-    if samples and f.now - samples[-1].t > 3 * f.cfg.scrape_interval_seconds and _canary_vouches(f):
-        # /metrics went silent while canaries get tokens: the last samples are stale, and a frozen span
-        # measured up to now would call a generating engine stalled (real tier, 2 cores, 8 clients)
+    if _generating_unseen(f):
         return None
     stall = detect_stall(f.state.samples, now=f.now, cfg=f.cfg.stall, canary_failures=f.state.canary_failures)
     if not stall.stalled:

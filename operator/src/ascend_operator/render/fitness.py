@@ -101,12 +101,18 @@ def with_fitness(affinity: dict[str, Any] | None, terms: list[dict[str, Any]]) -
     return merged
 
 
+def asks_placement(spec: AscendInferenceServiceSpec) -> bool:
+    """Whether the spec requires anything of a node beyond NPUs: a chip, a driver version, a staged model."""
+    runtime = spec.runtime
+    return runtime.chip_name is not None or runtime.min_driver_version is not None or staged_label(spec) is not None
+
+
 def unfit(spec: AscendInferenceServiceSpec, nodes: Sequence[NodeFacts]) -> str | None:
     """Which of spec.runtime's requirements no node meets, with what the nodes have; None when some node
     meets them all (whether it has free NPUs is the scheduler's message)."""
-    chip, minimum, staged = spec.runtime.chip_name, spec.runtime.min_driver_version, staged_label(spec)
-    if chip is None and minimum is None and staged is None:
+    if not asks_placement(spec):
         return None
+    chip, minimum, staged = spec.runtime.chip_name, spec.runtime.min_driver_version, staged_label(spec)
     fitting = [
         n
         for n in nodes
