@@ -15,7 +15,7 @@ from ascend_operator.api.constants import GROUP, PLURAL
 from tests.helm.chart import Helm, one, pick
 
 NAMESPACED_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
@@ -148,6 +148,7 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
                     ["inferencepools"],
                     ["networkpolicies"],
                     ["poddisruptionbudgets"],
+                    ["ascendinferenceservices"],  # a disaggregated service's role services
                 ), rule
                 if "secrets" in rule["resources"]:  # never list/watch: only a Secret whose name it was given
                     assert rule == SECRETS_RULE, rule

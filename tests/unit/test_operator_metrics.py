@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.api.status import RouterStatus
 from ascend_operator.controller import metrics
 from ascend_operator.disruption import ROLL_RULES, RollReason
 
@@ -99,6 +100,8 @@ def test_exported_names_are_the_registered_series() -> None:
     metrics.publish_engines("ns-d", "svc", {"svc-0": (True, "CanaryPassing", False)})
     every = {"tokensPerSecond": 1.0, "runningRequests": 1, "waitingRequests": 0, "kvCacheUsage": 0.1}
     metrics.publish_figures("ns-d", "svc", {"svc-0": {**every, "ttftP50Seconds": 0.4, "tpotP50Seconds": 0.05}})
+    router = RouterStatus(service="svc-router", replicas=1, ready_replicas=1, max_concurrent_requests=32)
+    metrics.publish_router("ns-d", "svc", router)
     names = {name for name, _ in _series("ns-d", "svc")}
     assert names == metrics.SERVICE_EXPORTED
     metrics.forget_service("ns-d", "svc")

@@ -111,3 +111,33 @@ async def test_an_api_server_that_does_not_answer_is_retried_not_swallowed(examp
     kube.fail("create", "Deployment", lambda: kopf.TemporaryError("no answer", delay=5))
     with pytest.raises(kopf.TemporaryError):  # reaches kopf's retry
         await reconcile(body(example_body, router=ROUTER), context(kube, []), ServiceMemory())
+
+
+async def test_the_status_and_metrics_say_what_the_router_admits(example_body: dict[str, Any]) -> None:
+    from prometheus_client import REGISTRY
+
+    kube, events = FakeKube(), list[tuple[str, str, str]]()
+    routed = body(example_body, router={**ROUTER, "replicas": 2, "admission": {"queueSize": 10}}, replicas=3)
+    status = await reconcile(routed, context(kube, events), ServiceMemory())
+    seqs = routed["spec"]["engine"].get("maxNumSeqs", 32)
+    assert status["router"] == {
+        "service": "dsv4-flash-router",
+        "replicas": 2,
+        "readyReplicas": 0,  # the Deployment was just created
+        "maxConcurrentRequests": 3 * seqs // 2 * 2,  # the engines' slots, split between two router replicas
+        "queueSize": 20,
+        "queueTimeoutSeconds": 60,
+        "engineSlots": 3 * seqs,
+    }
+    labels = {"namespace": "llm", "service": "dsv4-flash"}
+    assert REGISTRY.get_sample_value("ascend_operator_router_admission_limit", {**labels, "limit": "queue"}) == 20
+    deployment = kube.obj("Deployment", "dsv4-flash-router", "llm")
+    assert deployment is not None
+    kube.add({**deployment, "status": {"readyReplicas": 1}}, namespace="llm")
+    status = await reconcile(routed, context(kube, events), ServiceMemory())
+    assert status["router"]["readyReplicas"] == 1
+    assert REGISTRY.get_sample_value("ascend_operator_router_ready_replicas", labels) == 1
+
+    status = await reconcile({**body(example_body), "status": status}, context(kube, events), ServiceMemory())
+    assert status["router"] is None  # cleared
+    assert REGISTRY.get_sample_value("ascend_operator_router_ready_replicas", labels) is None

@@ -10,16 +10,17 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ascend_operator.api.base import ApiModel
+from ascend_operator.api.disaggregation import DisaggregationSpec, PdRoleSpec
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.formats import ImageReference, LabelValue
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.layout import EnvVar, Parallelism
 from ascend_operator.api.rollout import RolloutSpec
 from ascend_operator.api.router import RouterSpec
 from ascend_operator.api.routing import RoutingSpec
 from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 #: Docker's default capabilities that concern file access (see RuntimeSpec.capabilities).
 ENGINE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -89,49 +90,6 @@ class ModelSpec(ApiModel):
     source: ModelSource = Field(description="Where the weights come from, mounted read-only.")
 
 
-#: vllm-ascend docs/source/tutorials/models/DeepSeek-R1.md (v0.25.1rc1) section 5.2 uses 13389 on both nodes.
-DEFAULT_DP_RPC_PORT = 13389
-
-
-class Parallelism(ApiModel):
-    """How a replica's NPUs are split: `data` engines of `tensor` NPUs each, over `nodes` pods.
-
-    Multi-node follows vllm-ascend's multi-node data-parallel tutorial (DeepSeek-R1.md section 5.2): DP is
-    the total across nodes, each node runs `data / nodes` engines; TP never spans nodes.
-    """
-
-    tensor: int = Field(default=8, ge=1, le=16, description="`--tensor-parallel-size` (TP).")
-    data: int = Field(
-        default=1,
-        ge=1,
-        le=64,
-        description="`--data-parallel-size` (DP): engines of one replica, summed over its nodes; each node runs "
-        "`data / nodes` of them (`--data-parallel-size-local`).",
-    )
-    expert: bool = Field(default=True, description="`--enable-expert-parallel` (EP = TP x DP).")
-    nodes: int = Field(
-        default=1,
-        ge=1,
-        le=8,
-        description="Nodes (pods) one replica spans, each with `spec.npus` NPUs. 1 renders plain pods; more "
-        "renders one LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) whose leader serves the API and whose "
-        "workers run `--headless`.",
-    )
-    rpc_port: int = Field(
-        default=DEFAULT_DP_RPC_PORT,
-        ge=1024,
-        le=65535,
-        description="`--data-parallel-rpc-port` on every node of a multi-node replica (unused when nodes = 1).",
-    )
-    network_interface: str = Field(
-        default="eth0",
-        pattern=r"^[A-Za-z0-9][-._A-Za-z0-9]{0,14}$",
-        description="Interface carrying the pod IP on a multi-node replica: GLOO_SOCKET_IFNAME, "
-        "TP_SOCKET_IFNAME and HCCL_SOCKET_IFNAME (HCCL_IF_IP is the pod IP). eth0 is the pod interface of "
-        "common CNIs; set the node's NIC for hostNetwork pods.",
-    )
-
-
 class RuntimeMode(StrEnum):
     """How the engine container reaches the NPU driver."""
 
@@ -185,13 +143,6 @@ class RuntimeSpec(ApiModel):
         description="Place engines only on nodes with this NPU, as the device plugin labels it "
         "(`node.kubernetes.io/npu.chip.name`, e.g. 910B3).",
     )
-
-
-class EnvVar(ApiModel):
-    """An environment variable; overrides the profile's default of the same name."""
-
-    name: str = Field(pattern=ENV_NAME, description="Variable name.")
-    value: str = Field(default="", description="Value (an empty string is a value).")
 
 
 class Resources(ApiModel):
@@ -306,6 +257,17 @@ class AscendInferenceServiceSpec(ApiModel):
         description="A vllm-router Deployment of the service's own in front of its engines, with its Service "
         "(`<name>-router`) for clients; it discovers only engine pods the operator judged Ready, and admits "
         "at most the engines' slots at once (docs/router.md). Absent: clients use the engine Service.",
+    )
+    disaggregation: DisaggregationSpec | None = Field(
+        default=None,
+        description="Split the service into a prefill and a decode service (`<name>-prefill`, `<name>-decode`) "
+        "that move the KV cache with vllm-ascend's Mooncake connector, behind spec.router in P/D mode. "
+        "spec.replicas then counts units of prefill.replicas + decode.replicas engines (docs/disaggregation.md).",
+    )
+    pd_role: PdRoleSpec | None = Field(
+        default=None,
+        description="Set by the operator on the services spec.disaggregation creates: which role of which "
+        "disaggregated service this one is; renders `--kv-transfer-config`.",
     )
     auth: AuthSpec = Field(default_factory=AuthSpec, description="The engine's API key.")
     network_policy: NetworkPolicySpec = Field(

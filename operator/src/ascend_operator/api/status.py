@@ -74,6 +74,32 @@ class GroupStatus(ApiModel):
     nodes: list[str] = Field(default_factory=list, description="Nodes the group's pods run on, leader first.")
 
 
+class RouterStatus(ApiModel):
+    """The service's router (spec.router) and the admission it renders (docs/router.md "Admission")."""
+
+    service: str = Field(description="The router's Service, the one clients call.")
+    replicas: int = Field(default=0, description="Router pods the spec asks for.")
+    ready_replicas: int = Field(default=0, description="Router pods Ready (each has a Ready engine to route to).")
+    max_concurrent_requests: int = Field(
+        default=0, description="Requests all router replicas admit at once (each replica's --max-concurrent-requests)."
+    )
+    queue_size: int = Field(default=0, description="Requests all replicas hold waiting for a slot; beyond: 429.")
+    queue_timeout_seconds: int = Field(default=0, description="A queued request gets 408 after this long.")
+    engine_slots: int = Field(default=0, description="Sequences the engines run at once (replicas x DP x maxNumSeqs).")
+
+
+class RoleStatus(ApiModel):
+    """One role of a disaggregated service, as its own service's status shows it."""
+
+    role: str = Field(description="prefill or decode.")
+    service: str = Field(description="The role's AscendInferenceService (`<name>-prefill`, `<name>-decode`).")
+    desired_replicas: int = Field(default=0, description="Engines of this role the spec asks for.")
+    ready_replicas: int = Field(default=0, description="Engines of this role that are Ready.")
+    ready: bool = Field(default=False, description="The role's Ready condition is True.")
+    reason: str = Field(default="", description="The reason of the role's Ready condition.")
+    message: str = Field(default="", description="Its message.")
+
+
 class AscendInferenceServiceStatus(ApiModel):
     """Observed state."""
 
@@ -111,4 +137,14 @@ class AscendInferenceServiceStatus(ApiModel):
     )
     groups: list[GroupStatus] | None = Field(
         default=None, description="Multi-node services: one entry per LeaderWorkerSet group."
+    )
+    router: RouterStatus | None = Field(
+        default=None,
+        description="spec.router's pods and admission limits. The queue's depth is not here: vllm-router 0.1.17 "
+        "exports no gauge of its request queue (docs/router.md).",
+    )
+    roles: list[RoleStatus] | None = Field(
+        default=None,
+        description="Disaggregated services: the prefill and the decode role. replicas and readyReplicas then "
+        "count engine pods and whole units (both roles' per-unit replicas Ready).",
     )

@@ -82,7 +82,8 @@ PDB = Resource(
 NETWORK_POLICY = Resource(
     "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", frozenset({"get", "create", "patch", "delete"})
 )
-SERVICE_CR = Resource(KIND, GROUP, VERSION, PLURAL, frozenset({"get", "status"}))
+#: create / patch / delete: a disaggregated service's two role services (controller/pd.py).
+SERVICE_CR = Resource(KIND, GROUP, VERSION, PLURAL, frozenset({"get", "create", "patch", "delete", "status"}))
 LWS = Resource(LWS_KIND, LWS_GROUP, LWS_VERSION, LWS_PLURAL, frozenset({"get", "create", "patch", "delete"}))
 POOL = Resource(POOL_KIND, POOL_GROUP, POOL_VERSION, POOL_PLURAL, frozenset({"get", "create", "patch", "delete"}))
 

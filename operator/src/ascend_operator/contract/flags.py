@@ -162,6 +162,8 @@ ADDITIONAL_CONFIG = _f(
 ASYNC_SCHEDULING = _f(
     "--async-scheduling", Form.BOOL, f"{_ARGS}:1465", field="engine.async_scheduling", says_false=True
 )
+# A disaggregated service's roles (api/disaggregation.py): vllm-ascend's Mooncake connector and its side.
+KV_TRANSFER_CONFIG = _f("--kv-transfer-config", Form.JSON, f"{_ARGS}:1527", field="pd_role.kv_transfer")
 # 0 (the default) is mode "abort": a SIGTERM kills the engine core with requests in flight; N is mode "drain"
 # (vllm/entrypoints/launcher.py:109-123). render/pod.py sets the pod's grace period above it.
 SHUTDOWN_TIMEOUT = _f(
@@ -182,7 +184,8 @@ TYPED: tuple[Flag, ...] = (
     MAX_NUM_SEQS, DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
     TOOL_CALL_PARSER, ENABLE_AUTO_TOOL_CHOICE, REASONING_PARSER, DISABLE_HYBRID_KV_CACHE_MANAGER,
     ENABLE_PROMPT_TOKENS_DETAILS, MODEL_LOADER_EXTRA_CONFIG, QUANTIZATION, BLOCK_SIZE, SPECULATIVE_CONFIG,
-    COMPILATION_CONFIG, ADDITIONAL_CONFIG, ASYNC_SCHEDULING, SHUTDOWN_TIMEOUT, DATA_PARALLEL_START_RANK,
+    COMPILATION_CONFIG, ADDITIONAL_CONFIG, KV_TRANSFER_CONFIG, ASYNC_SCHEDULING, SHUTDOWN_TIMEOUT,
+    DATA_PARALLEL_START_RANK,
     DATA_PARALLEL_SIZE_LOCAL, DATA_PARALLEL_ADDRESS, DATA_PARALLEL_RPC_PORT, HEADLESS,
 )  # fmt: skip
 

@@ -43,6 +43,7 @@ from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
+from ascend_operator.render.pd import LABEL_PD_GROUP
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0
@@ -137,10 +138,15 @@ def _wake(memo: kopf.Memo, namespace: str | None, name: str | None) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def service_changed(namespace: str | None, name: str | None, memo: kopf.Memo, **_: Any) -> None:
-    """A spec or status change of a service: wake its loop. Async: kopf runs a sync handler in a worker
-    thread, a hop of milliseconds on every event of the fleet and on a new service's path to its pod."""
+async def service_changed(
+    namespace: str | None, name: str | None, labels: Mapping[str, str], memo: kopf.Memo, **_: Any
+) -> None:
+    """A spec or status change of a service: wake its loop, and for a role of a disaggregated service the
+    parent's too (its status is the pair's). Async: kopf runs a sync handler in a worker thread, a hop of
+    milliseconds on every event of the fleet and on a new service's path to its pod."""
     _wake(memo, namespace, name)
+    if group := labels.get(LABEL_PD_GROUP):
+        _wake(memo, namespace, group)
 
 
 def _owner_changed(memo: kopf.Memo, obj: Mapping[str, Any]) -> None:

@@ -21,6 +21,10 @@ prometheus-client's default registry (`aisctl operator --metrics-port` serves it
   30 s, refreshed every scrape (the status carries the service's sums at most every 30 s; these are
   the full-rate copy). A figure without data (no request finished in the window) has no series.
 Series of a pod or service that is gone are removed, so a deleted service leaves no alert behind.
+- `ascend_operator_router_admission_limit{namespace,service,limit}` (`concurrent`, `queue`) and
+  `ascend_operator_router_ready_replicas{namespace,service}`: what a service's router admits (summed over its
+  replicas) and how many router pods are Ready. Its queue's depth is not among them: vllm-router 0.1.17
+  exports a queue gauge for embeddings only (src/metrics.rs:268, middleware.rs:546-549).
 - `ascend_operator_pass_duration_seconds{loop}` (histogram, fleet-wide, `loop` = reconcile or health): how
   long one pass of a service's loop takes. A health pass that takes longer than the scrape interval delays
   every verdict (a stall is rolled one window after the last progress seen, at the next pass), so this is
@@ -32,6 +36,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from ascend_operator.api.status import RouterStatus
 from ascend_operator.disruption.model import ROLL_RULES, RollReason
 from ascend_operator.health.chips import NodeReport, node_unhealthy
 
@@ -69,6 +74,14 @@ NODE_UNHEALTHY = Gauge(
     ["node"],
 )
 _CHIP_SERIES: dict[str, set[tuple[str, ...]]] = {"faults": set(), "nodes": set()}
+ROUTER_ADMISSION = Gauge(
+    "ascend_operator_router_admission_limit",
+    "What the service's router replicas admit together: `concurrent` requests at once, `queue` more waiting",
+    ["namespace", "service", "limit"],
+)
+ROUTER_READY = Gauge(
+    "ascend_operator_router_ready_replicas", "Router pods Ready, of spec.router.replicas", ["namespace", "service"]
+)
 
 #: Per-pod engine figures: status.metrics key -> gauge (health/aggregate.py service_metrics, per pod).
 FIGURE_SERIES = {
@@ -108,6 +121,8 @@ SERVICE_EXPORTED = frozenset(
         "ascend_operator_engine_ready",
         "ascend_operator_engine_loading",
         "ascend_operator_canary_failures_total",
+        "ascend_operator_router_admission_limit",
+        "ascend_operator_router_ready_replicas",
         *(name for name, _ in FIGURE_SERIES.values()),
     }
 )
@@ -125,6 +140,8 @@ _METRICS: dict[str, Any] = {
     "engine": ENGINE_READY,
     "loading": ENGINE_LOADING,
     "canary": CANARY_FAILURES,
+    "admission": ROUTER_ADMISSION,
+    "router": ROUTER_READY,
     **{f"figure:{key}": gauge for key, gauge in FIGURES.items()},
 }
 
@@ -210,6 +227,20 @@ def publish_figures(namespace: str, service: str, figures: Mapping[str, Mapping[
             _track(key, f"figure:{figure}", labels)
             current.append(labels)
         _drop(key, f"figure:{figure}", current)
+
+
+def publish_router(namespace: str, service: str, router: RouterStatus | None) -> None:
+    """The router's admission limits and ready pods; a service without a router has no series."""
+    key = (namespace, service)
+    if router is None:
+        _drop(key, "admission", ())
+        _drop(key, "router", ())
+        return
+    for limit, value in (("concurrent", router.max_concurrent_requests), ("queue", router.queue_size)):
+        ROUTER_ADMISSION.labels(namespace, service, limit).set(float(value))
+        _track(key, "admission", (namespace, service, limit))
+    ROUTER_READY.labels(namespace, service).set(float(router.ready_replicas))
+    _track(key, "router", (namespace, service))
 
 
 def record_canary_failure(namespace: str, service: str, pod: str) -> None:

@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
+from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.status import RouterStatus
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
     DEPLOYMENT,
@@ -27,8 +29,15 @@ from ascend_operator.controller.memory import EventSink
 from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.lws import is_multi_node
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
+from ascend_operator.render.pd import role_selector, role_spec
 from ascend_operator.render.pod import Owner, build_pdb, build_service, engine_digest, owned_by, serving_selector
-from ascend_operator.render.router import RouterTarget, build_router_objects, router_name
+from ascend_operator.render.router import (
+    RouterTarget,
+    build_router_objects,
+    engine_slots,
+    max_concurrent_requests,
+    router_name,
+)
 
 #: What to patch so that `current` matches `desired` (None: nothing drifted).
 Drift = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any] | None]
@@ -45,26 +54,28 @@ async def ensure(
     drift: Drift,
     created: str = "",
     removed: str = "",
-) -> None:
+) -> Mapping[str, Any] | None:
     """Make object `name` of kind `res` what `desired` says, or absent when it is None (only if this
     service owns it: never a user's). `created` / `removed` name the event announcing either, if any.
     A create that finds the object already there (the watch cache lacked it: its labels were edited away)
-    reads it fresh, so the patch puts them back."""
+    reads it fresh, so the patch puts them back. Returns the object as read before any write (None when
+    there was none), whose status is the freshest this pass has."""
     current = await kube.get(res, owner.namespace, name)
     if desired is None:
         if current is not None and owned_by(current, owner):
             await kube.delete(res, owner.namespace, name)
             if removed:
                 events("Normal", removed, f"deleted {res.kind} {name}")
-        return
+        return current
     if current is None:
         if await kube.create(desired):
             if created:
                 events("Normal", created, f"created {res.kind} {name}")
-            return
+            return None
         current = await kube.get(res, owner.namespace, name, fresh=True)
     if current is not None and (patch := drift(current, desired)):
         await kube.patch(res, owner.namespace, name, patch)
+    return current
 
 
 def _min_available(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -138,7 +149,7 @@ def _hashed(desired: Mapping[str, Any]) -> dict[str, Any]:
     return {**desired, "metadata": meta}
 
 
-def _hashed_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def hashed_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
     have = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
     want = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
     return (
@@ -160,7 +171,7 @@ _ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
     (SERVICE_ACCOUNT, _no_drift),
     (ROLE, _rules),
     (ROLE_BINDING, _no_drift),
-    (DEPLOYMENT, _hashed_drift),
+    (DEPLOYMENT, hashed_drift),
     (SERVICE, _service_drift),
     (PDB, _whole_spec),
 )
@@ -169,6 +180,18 @@ _ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
 def router_target(parsed: ParsedService, owner: Owner) -> RouterTarget:
     """What the router routes to: this service's serving engine pods and their slots."""
     spec = parsed.spec
+    if spec.disaggregation is not None:  # the decode engines hold the slots; the P/D path sends the key
+        decode = role_spec(spec, PdRole.DECODE, group=owner.name)
+        return RouterTarget(
+            owner=owner,
+            engine_port=decode.engine.port,
+            engine_selector=role_selector(owner.name, PdRole.DECODE),
+            engine_replicas=decode.replicas,
+            max_num_seqs=decode.engine.max_num_seqs,
+            data_parallel=decode.parallelism.data,
+            api_key=spec.auth.api_key_secret_ref,
+            disaggregated=(role_selector(owner.name, PdRole.PREFILL), role_selector(owner.name, PdRole.DECODE)),
+        )
     return RouterTarget(
         owner=owner,
         engine_port=spec.engine.port,
@@ -179,19 +202,45 @@ def router_target(parsed: ParsedService, owner: Owner) -> RouterTarget:
     )
 
 
-async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> None:
-    """spec.router's objects, or their removal (ours only) when it is absent."""
+def router_status(parsed: ParsedService, owner: Owner, deployment: Mapping[str, Any] | None) -> RouterStatus | None:
+    """The router's part of the status: its pods as the Deployment counts them and the rendered limits."""
+    router = parsed.spec.router
+    if router is None:
+        return None
+    target = router_target(parsed, owner)
+    return RouterStatus(
+        service=router_name(owner),
+        replicas=router.replicas,
+        ready_replicas=int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0),
+        max_concurrent_requests=max_concurrent_requests(router, target) * router.replicas,
+        queue_size=router.admission.queue_size * router.replicas,
+        queue_timeout_seconds=router.admission.queue_timeout_seconds,
+        engine_slots=engine_slots(target),
+    )
+
+
+def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status field `router`: set while there is one; cleared (null) only where the stored status has one,
+    so a service without a router writes nothing for it."""
+    if router is not None:
+        return {"router": router.model_dump(by_alias=True, mode="json")}
+    return {"router": None} if (previous or {}).get("router") else {}
+
+
+async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> RouterStatus | None:
+    """spec.router's objects, or their removal (ours only) when it is absent; the router's status."""
     router = parsed.spec.router
     if router is None and await kube.get(PDB, owner.namespace, router_name(owner)) is None:
-        return  # never had one (the budget is watch-cached: no API call), or removed: nothing to ask for
+        return None  # never had one (the budget is watch-cached: no API call), or removed: nothing to ask for
     built = [] if router is None else build_router_objects(router, router_target(parsed, owner))
     desired = {o["kind"]: _hashed(o) if o["kind"] == DEPLOYMENT.kind else o for o in built}
     # removal: the budget last, since its absence is what says "nothing left" to the next pass
     kinds = _ROUTER_KINDS if router is not None else (*reversed(_ROUTER_KINDS[:-1]), _ROUTER_KINDS[-1])
+    seen: dict[str, Mapping[str, Any] | None] = {}
     try:
         for res, drift in kinds:
             announce = "RouterCreated" if res is DEPLOYMENT else ""
-            await ensure(
+            seen[res.kind] = await ensure(
                 kube, events, res, owner, router_name(owner), desired.get(res.kind),
                 drift=drift, created=announce, removed=announce.replace("Created", "Removed"),
             )  # fmt: skip
@@ -200,3 +249,4 @@ async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, ow
             raise
         fix = "install the chart with router.enabled=true"
         events("Warning", "RouterForbidden", f"the operator may not manage {res.kind} {router_name(owner)}: {fix}")
+    return router_status(parsed, owner, seen.get(DEPLOYMENT.kind))

@@ -37,8 +37,15 @@ from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_moun
 from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
 from ascend_operator.controller.memory import EventSink, ServiceMemory
-from ascend_operator.controller.metrics import publish_conditions
-from ascend_operator.controller.owned import ensure_network_policy, ensure_pdb, ensure_router, ensure_service
+from ascend_operator.controller.metrics import publish_conditions, publish_router
+from ascend_operator.controller.owned import (
+    ensure_network_policy,
+    ensure_pdb,
+    ensure_router,
+    ensure_service,
+    router_extra,
+)
+from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair, own_part
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import (
@@ -354,15 +361,22 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     previous = memory.previous(body.get("status"))
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
+    pair: Pair | None = None
+    extra = dict(memory.extra_status)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
         # API call (issue 14)
-        if await _guarded_apply(ctx, parsed, owner, pods, key_version, memory):
+        own = own_part(parsed)  # a disaggregated service's engines are its roles': its own pods go
+        if await _guarded_apply(ctx, own, owner, pods, key_version, memory):
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
-        await ensure_service(ctx.kube, ctx.events, parsed, owner)
-        await ensure_pdb(ctx.kube, ctx.events, parsed, owner)
-        await ensure_router(ctx.kube, ctx.events, parsed, owner)
+        await ensure_service(ctx.kube, ctx.events, own, owner)
+        await ensure_pdb(ctx.kube, ctx.events, own, owner)
+        router = await ensure_router(ctx.kube, ctx.events, parsed, owner)
+        publish_router(owner.namespace, owner.name, router)
+        extra.update(router_extra(router, previous))
+        if parsed.spec.disaggregation is not None or had_roles(previous):
+            pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, parsed, owner))
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
 
@@ -372,26 +386,23 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     valid = parsed is not None and not errors
     if parsed is not None:
         pods = _explain_unfit(ctx, parsed.spec, pods)
-    status = compute_status(
-        Observed(
-            generation=generation,
-            replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-            spec_hash=_current_hash(parsed.spec, key_version) if parsed and valid else None,
-            pods=_served_pods(parsed, pods),
-            service=owner.name,
-            endpoint=service_url(parsed.spec, owner) if parsed and valid else None,
-            errors=errors,
-            mount_failures=failures,
-            create_failures=memory.create_failures,
-            health=memory.pod_faults,
-            extra=_with_groups(parsed, pods, memory.extra_status),
-            overrides=memory.overrides,
-            selector=scale_selector(parsed.spec, owner) if parsed else f"{LABEL_SERVICE}={owner.name}",
-            extra_conditions=routing,
-        ),
-        previous=previous,
-        now=ctx.now(),
+    observed = Observed(
+        generation=generation,
+        replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
+        spec_hash=_current_hash(parsed.spec, key_version) if parsed and valid else None,
+        pods=_served_pods(parsed, pods),
+        service=owner.name,
+        endpoint=service_url(parsed.spec, owner) if parsed and valid else None,
+        errors=errors,
+        mount_failures=failures,
+        create_failures=memory.create_failures,
+        health=memory.pod_faults,
+        extra=_with_groups(parsed, pods, extra),
+        overrides=memory.overrides,
+        selector=scale_selector(parsed.spec, owner) if parsed else f"{LABEL_SERVICE}={owner.name}",
+        extra_conditions=routing,
     )
+    status = compute_status(pair.observed(observed) if pair else observed, previous=previous, now=ctx.now())
     publish_conditions(owner.namespace, owner.name, status["conditions"])
     now = ctx.mono()
     if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):

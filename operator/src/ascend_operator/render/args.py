@@ -35,6 +35,8 @@ def field_value(spec: AscendInferenceServiceSpec, path: str) -> Any:
     """The spec's value at an attribute path (`engine.port`)."""
     node: Any = spec
     for step in path.split("."):
+        if node is None:  # an unset optional object: its fields are unset too
+            return None
         node = getattr(node, step)
     return node
 

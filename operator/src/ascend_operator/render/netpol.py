@@ -9,7 +9,10 @@ vllm/entrypoints/serve/utils/server_utils.py:42). So who may reach the port is t
 - the same port from the monitoring namespaces: vLLM serves /metrics on the API port
   (vllm/entrypoints/serve/instrumentator/metrics.py:78), so L3/L4 policy cannot admit one without the
   other; the API key still guards /v1 for them;
-- every port between the pods of one service (multi-node engines exchange traffic among themselves).
+- every port between the pods of one service (multi-node engines exchange traffic among themselves);
+- for a role of a disaggregated service (spec.pdRole): the group's router to the engine port, and every
+  port between the two roles' pods (the Mooncake handshake on kv_port + rank, and the transfer engine's
+  own ports, random in [20000, 28000) on an 8-NPU node: vllm-ascend's P/D tutorial :219-230).
 
 Ingress only: the engine's egress (weights on shared storage, HCCL between nodes) is not constrained.
 """
@@ -19,6 +22,7 @@ from typing import Any
 
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.render.pd import ROLES, role_name
 from ascend_operator.render.pod import Owner, common_labels, owner_metadata
 from ascend_operator.render.router import LABEL_ROUTER
 
@@ -57,6 +61,17 @@ def _client_peers(spec: AscendInferenceServiceSpec, operator: OperatorPeer) -> l
     return peers
 
 
+def _pd_peers(spec: AscendInferenceServiceSpec, port: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pd = spec.pd_role
+    if pd is None:
+        return []
+    roles = {"key": LABEL_SERVICE, "operator": "In", "values": [role_name(pd.group, r) for r in ROLES]}
+    return [
+        {"from": [{"podSelector": {"matchLabels": {LABEL_ROUTER: pd.group}}}], "ports": port},
+        {"from": [{"podSelector": {"matchExpressions": [roles]}}]},
+    ]
+
+
 def build_network_policy(
     spec: AscendInferenceServiceSpec, *, owner: Owner, operator: OperatorPeer
 ) -> dict[str, Any] | None:
@@ -72,6 +87,7 @@ def build_network_policy(
     ]
     if spec.router is not None:  # the service's own router (render/router.py) reaches the engine port
         ingress.append({"from": [{"podSelector": {"matchLabels": {LABEL_ROUTER: owner.name}}}], "ports": port})
+    ingress += _pd_peers(spec, port)
     if policy.monitoring_namespaces:
         ingress.append({"from": [_peer(ns, {}) for ns in policy.monitoring_namespaces], "ports": port})
     return {

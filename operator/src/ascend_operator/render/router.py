@@ -49,6 +49,8 @@ API_KEY_ENV = "OPENAI_API_KEY"
 MIN_REFILL_PER_SECOND = 1
 #: Exactly what the pod discovery calls: kube-runtime's watcher lists, then watches, pods in one namespace.
 DISCOVERY_RULES: tuple[dict[str, Any], ...] = ({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},)
+#: The router's P/D contract that vllm-ascend's Mooncake connector follows (docs/router.md "Verdict").
+PD_KV_CONNECTOR = "nixl"
 #: An unprivileged uid: the router writes nothing but logs to stdout (no --log-dir) and /tmp.
 RUN_AS_USER = 65532
 DEFAULT_REQUESTS = {"cpu": "1", "memory": "1Gi"}
@@ -71,6 +73,9 @@ class RouterTarget:
     """The engines' key, for the P/D path only; None in regular mode (see the module docstring)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels for the router's objects and pods (never the operator's own keys)."""
+    disaggregated: tuple[Mapping[str, str], Mapping[str, str]] | None = None
+    """The prefill and decode pods' selectors of a disaggregated service: the router then runs vLLM's P/D
+    path (`--vllm-pd-disaggregation`), the slots above being the decode engines'."""
 
 
 def router_name(owner: Owner) -> str:
@@ -113,6 +118,21 @@ def _selector_args(selector: Mapping[str, str]) -> list[str]:
     return [f"{key}={value}" for key, value in sorted(selector.items())]
 
 
+def _discovery_args(target: RouterTarget) -> list[str]:
+    """Which pods the router adds: the serving selector, or in P/D mode one selector per role (pd_mode reads
+    only those two, src/service_discovery.rs:104-113, :161-165). `--kv-connector nixl` is the contract that
+    matches vllm-ascend's MooncakeConnectorV1 (docs/router.md "P/D contract"); `mooncake` does not."""
+    if target.disaggregated is None:
+        return ["--selector", *_selector_args(target.engine_selector)]
+    prefill, decode = target.disaggregated
+    return [
+        "--vllm-pd-disaggregation",
+        "--prefill-selector", *_selector_args(prefill),
+        "--decode-selector", *_selector_args(decode),
+        "--kv-connector", PD_KV_CONNECTOR,
+    ]  # fmt: skip
+
+
 def build_router_args(spec: RouterSpec, target: RouterTarget) -> list[str]:
     """The `vllm-router` argument list (never a shell string)."""
     admission = spec.admission
@@ -121,7 +141,7 @@ def build_router_args(spec: RouterSpec, target: RouterTarget) -> list[str]:
         "--host", "0.0.0.0",
         "--port", str(spec.port),
         "--service-discovery",
-        "--selector", *_selector_args(target.engine_selector),
+        *_discovery_args(target),
         "--service-discovery-namespace", target.owner.namespace,
         "--service-discovery-port", str(target.engine_port),
         "--policy", spec.policy.value,

@@ -9,11 +9,7 @@ express; `validate_spec` runs every Python check, so `aisctl render` and the ope
 specs without an API server.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from ascend_operator.api.constants import GROUP, KNOWN_NPU_RESOURCES
-from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import flags as F
@@ -21,9 +17,9 @@ from ascend_operator.render.env import API_KEY_ENV
 from ascend_operator.render.pod import OPERATOR_LABELS
 from ascend_operator.render.resources import build_resources, parse_quantity
 from ascend_operator.validation.budget import load_profiles
+from ascend_operator.validation.pd_rules import PD_RULES
+from ascend_operator.validation.rule import Rule, Spec
 from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
-
-Spec = AscendInferenceServiceSpec
 
 #: Additional-config keys no code of vllm-ascend v0.25.1rc1 reads: an engine ignores them silently, so the
 #: user would believe a setting is in force that is not.
@@ -33,25 +29,6 @@ TYPED_ADDITIONAL_KEYS = keys.TYPED_NAMES
 #: docs/FACTS.md "Switches that did not pay": MC2 on A2 needs experts per device <= 24 and EP world >= 16.
 MC2_MAX_EXPERTS_PER_DEVICE = 24
 MC2_MIN_EP_WORLD = 16
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rule:
-    """A cross-field rule with its reason, CEL twin (optional) and Python check."""
-
-    name: str
-    field: str
-    message: str
-    check: Callable[[Spec], bool]
-    """True when the spec satisfies the rule."""
-    cel: str | None = None
-    """CEL expression over `self` at `cel_scope`."""
-    cel_scope: tuple[str, ...] = ()
-    """Path of the schema node under spec (camelCase) the CEL rule sits on."""
-    cel_field_path: str | None = None
-    """`fieldPath` relative to the scope, so the API server's error names the field."""
-    detail: Callable[[Spec], str] | None = None
-    """What exactly offends (e.g. the flag), appended to the message of a failed check."""
 
 
 def _graph_width_ok(spec: Spec) -> bool:
@@ -365,4 +342,5 @@ RULES: tuple[Rule, ...] = (
         message="spec.env may name each variable once",
         check=_env_unique,
     ),
+    *PD_RULES,
 )

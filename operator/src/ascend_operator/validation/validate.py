@@ -1,6 +1,11 @@
-"""Run every check on a spec: the cross-field rules, the MC2 warning and the HBM/KV budget."""
+"""Run every check on a spec: the cross-field rules, the MC2 warning and the HBM/KV budget (and, for a
+disaggregated spec, the same on each role's spec)."""
 
+from dataclasses import replace
+
+from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.render.pd import ROLES, role_spec
 from ascend_operator.validation.budget import BudgetInput, BudgetPlan, Verdict, load_profiles, plan_budget
 from ascend_operator.validation.findings import Finding, Severity
 from ascend_operator.validation.rules import MC2_MAX_EXPERTS_PER_DEVICE, MC2_MIN_EP_WORLD, RULES
@@ -78,4 +83,36 @@ def validate_spec(spec: AscendInferenceServiceSpec) -> list[Finding]:
     ]
     findings += mc2_findings(spec)
     findings += budget_findings(plan_budget(budget_input(spec)))
-    return findings
+    return findings + role_findings(spec, findings)
+
+
+#: A role's rule whose failure a rule of the parent (validation/pd_rules.py) already reports, at the pool.
+_COVERED = {"ParallelismMatchesNPUs": "PoolParallelismMatchesNPUs"}
+
+
+def _in_pool(field: str, role: PdRole, spec: AscendInferenceServiceSpec) -> str:
+    """A role's finding on a field its pool sets, named at the pool (`spec.disaggregation.decode.engine...`)."""
+    assert spec.disaggregation is not None
+    pool = spec.disaggregation.prefill if role is PdRole.PREFILL else spec.disaggregation.decode
+    for part, own in (("engine", pool.engine), ("parallelism", pool.parallelism)):
+        if own is not None and (field == f"spec.{part}" or field.startswith(f"spec.{part}.")):
+            return f"spec.disaggregation.{role.value}{field[len('spec') :]}"
+    return field
+
+
+def role_findings(spec: AscendInferenceServiceSpec, own: list[Finding]) -> list[Finding]:
+    """A disaggregated spec's roles checked as the services they become (a pool's engine settings meet the
+    same rules and HBM budget), named at the pool's field; what the parent's own findings already say is
+    not repeated."""
+    if spec.disaggregation is None:
+        return []
+    seen = {(f.rule, f.field, f.message) for f in own}
+    said = {f.rule for f in own}
+    found: list[Finding] = []
+    for role in ROLES:
+        for f in validate_spec(role_spec(spec, role, group="validation")):
+            named = replace(f, field=_in_pool(f.field, role, spec), message=f"{role.value} pool: {f.message}")
+            repeated = (f.rule, f.field, f.message) in seen or _COVERED.get(f.rule) in said
+            if not repeated and f.severity is not Severity.NOTE:
+                found.append(named)
+    return found

@@ -1,0 +1,194 @@
+"""A disaggregated service's pass: its two role services kept as the spec renders them, and its status
+computed from theirs.
+
+Why the parent judges nothing itself: each role is a whole service (api/disaggregation.py), whose own loops
+run the canary, the detectors, the budget and the rolls of its pods; the parent's job is to keep the two
+specs in line with its own (a `kubectl scale` on the parent reaches both roles, ratio kept) and to say, in
+its conditions, whether the pair serves: a disaggregated service serves only while both roles do. The
+parent's own engine pods, left from an aggregated spec, are scaled to zero through the usual budgeted path
+(reconcile.py) before or while the roles come up.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.api.disaggregation import PdRole
+from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, RoleStatus
+from ascend_operator.clients.resources import SERVICE_CR, Kube
+from ascend_operator.controller.memory import EventSink
+from ascend_operator.controller.owned import ensure, hashed_drift
+from ascend_operator.controller.status import ConditionRecord, Observed
+from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
+from ascend_operator.render.pod import Owner
+from ascend_operator.render.router import router_name
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolesSeen:
+    """What the parent's status says about its roles."""
+
+    roles: list[RoleStatus]
+    overrides: list[ConditionRecord]
+    ready_units: int
+    pods: int
+
+
+def had_roles(previous: Mapping[str, Any] | None) -> bool:
+    """Whether the stored status lists roles: a spec that dropped spec.disaggregation still has some to remove
+    (an aggregated service never had any, and asks the API server nothing for them)."""
+    return bool((previous or {}).get("roles"))
+
+
+async def ensure_roles(
+    kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner
+) -> dict[PdRole, dict[str, Any] | None]:
+    """Each role's service as the spec renders it (or removed, ours only, when spec.disaggregation is gone);
+    returns each role's live object after the pass."""
+    spec = parsed.spec
+    seen: dict[PdRole, dict[str, Any] | None] = {}
+    for role in ROLES:
+        name = role_name(owner.name, role)
+        desired = build_role_service(spec, role, owner=owner) if spec.disaggregation is not None else None
+        live = await ensure(kube, events, SERVICE_CR, owner, name, desired, drift=hashed_drift, created="RoleCreated",
+                            removed="RoleRemoved")  # fmt: skip
+        seen[role] = None if desired is None else dict(live or desired)  # just created: no status yet
+    return seen
+
+
+def _condition(body: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
+    for cond in ((body or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def role_status(role: PdRole, body: Mapping[str, Any] | None, *, desired: int, group: str) -> RoleStatus:
+    """One role as its own service's status shows it."""
+    status = (body or {}).get("status") or {}
+    ready = _condition(body, READY)
+    return RoleStatus(
+        role=role.value,
+        service=role_name(group, role),
+        desired_replicas=desired,
+        ready_replicas=int(status.get("readyReplicas") or 0),
+        ready=ready.get("status") == "True",
+        reason=str(ready.get("reason") or ("NotCreated" if body is None else "Pending")),
+        message=str(ready.get("message") or ""),
+    )
+
+
+def _true(kind: str, reason: str, message: str) -> ConditionRecord:
+    return ConditionRecord(kind, "True", reason, message)
+
+
+def _false(kind: str, reason: str, message: str) -> ConditionRecord:
+    return ConditionRecord(kind, "False", reason, message)
+
+
+def _summary(roles: Sequence[RoleStatus]) -> str:
+    return ", ".join(f"{r.role} {r.ready_replicas}/{r.desired_replicas}" for r in roles)
+
+
+Bodies = Mapping[PdRole, Mapping[str, Any] | None]
+
+
+def _states(bodies: Bodies, kind: str) -> dict[PdRole, Mapping[str, Any]]:
+    """Each role's condition of `kind` ({} while the role has none)."""
+    return {role: _condition(bodies.get(role), kind) for role in ROLES}
+
+
+def _pair_ready(roles: Sequence[RoleStatus]) -> ConditionRecord:
+    counts = _summary(roles)
+    late = [r for r in roles if not r.ready]
+    if not late:
+        return _true(READY, "AllRolesReady", counts)
+    return _false(READY, late[0].reason, f"{counts}; {late[0].role}: {late[0].message or late[0].reason}")
+
+
+def _pair_available(roles: Sequence[RoleStatus], bodies: Bodies) -> ConditionRecord:
+    idle = [role for role, cond in _states(bodies, AVAILABLE).items() if cond.get("status") != "True"]
+    if not idle:
+        return _true(AVAILABLE, "RolesServing", _summary(roles))
+    return _false(AVAILABLE, "RoleUnavailable", f"no {idle[0].value} engine serves ({_summary(roles)})")
+
+
+def _pair_progressing(bodies: Bodies) -> ConditionRecord:
+    states = _states(bodies, PROGRESSING)
+    moving = [r for r in ROLES if states[r].get("status") != "False"]  # True, or no status yet
+    if not moving:
+        return _false(PROGRESSING, "RolesUpToDate", "both roles run the current spec and are ready")
+    said = (f"{r.value}: {states[r].get('message') or 'starting'}" for r in moving)
+    return _true(PROGRESSING, "RolesProgressing", "; ".join(said))
+
+
+def _pair_degraded(bodies: Bodies) -> ConditionRecord:
+    states = _states(bodies, DEGRADED)
+    hurt = [r for r in ROLES if states[r].get("status") == "True"]
+    if not hurt:
+        return _false(DEGRADED, "AsExpected", "")
+    reason = str(states[hurt[0]].get("reason") or "RoleDegraded")
+    return _true(DEGRADED, reason, "; ".join(f"{r.value}: {states[r].get('message', '')}" for r in hurt))
+
+
+def pair_conditions(roles: Sequence[RoleStatus], bodies: Bodies) -> list[ConditionRecord]:
+    """Ready: both roles Ready. Available: both roles have an engine serving (a request needs a prefill and a
+    decode engine). Progressing and Degraded: either role's, named."""
+    return [_pair_ready(roles), _pair_available(roles, bodies), _pair_progressing(bodies), _pair_degraded(bodies)]
+
+
+def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesSeen:
+    """The parent's view of its roles: their statuses, its four conditions, and the units that serve (a unit
+    is the pool's replicas of both roles, so units ready = the fewer of each role's ready / per unit)."""
+    spec = parsed.spec
+    assert spec.disaggregation is not None
+    roles = [role_status(role, bodies.get(role), desired=pool_replicas(spec, role), group=owner.name) for role in ROLES]
+    pools = spec.disaggregation
+    per_unit = {PdRole.PREFILL: pools.prefill.replicas, PdRole.DECODE: pools.decode.replicas}
+    units = min(r.ready_replicas // per_unit[PdRole(r.role)] for r in roles)
+    pods = sum(int(((bodies.get(role) or {}).get("status") or {}).get("replicas") or 0) for role in ROLES)
+    return RolesSeen(roles=roles, overrides=pair_conditions(roles, bodies), ready_units=units, pods=pods)
+
+
+def own_part(parsed: ParsedService) -> ParsedService:
+    """The part of the service its own pods serve: none for a disaggregated one (pods left from an aggregated
+    spec are scaled away through the budget, as any scale-down)."""
+    if parsed.spec.disaggregation is None:
+        return parsed
+    return replace(parsed, spec=parsed.spec.model_copy(update={"replicas": 0}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pair:
+    """A pass's finding on the roles: what replaces the computed status of a disaggregated service, or the
+    clearing of `roles` once spec.disaggregation is gone."""
+
+    seen: RolesSeen | None
+    selector: str
+    endpoint: str | None
+    units: int
+
+    def observed(self, obs: Observed) -> Observed:
+        if self.seen is None:
+            return replace(obs, extra={**obs.extra, "roles": None})
+        extra = {
+            **obs.extra,
+            "roles": [r.model_dump(by_alias=True, mode="json") for r in self.seen.roles],
+            "replicas": self.seen.pods,
+            "readyReplicas": self.seen.ready_units,
+            "desiredReplicas": self.units,
+        }
+        return replace(obs, extra=extra, overrides=self.seen.overrides, selector=self.selector, endpoint=self.endpoint)
+
+
+def observe_pair(parsed: ParsedService, owner: Owner, bodies: Bodies) -> Pair:
+    """The roles as this pass left them, for the status."""
+    spec = parsed.spec
+    if spec.disaggregation is None:
+        return Pair(seen=None, selector="", endpoint=None, units=spec.replicas)
+    router = spec.router
+    endpoint = None if router is None else f"http://{router_name(owner)}.{owner.namespace}.svc:{router.port}"
+    selector = f"{LABEL_SERVICE}={role_name(owner.name, PdRole.DECODE)}"  # one decode pool per unit: HPA counts it
+    return Pair(seen=observe_roles(parsed, owner, bodies), selector=selector, endpoint=endpoint, units=spec.replicas)
