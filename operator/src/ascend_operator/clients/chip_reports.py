@@ -35,6 +35,8 @@ class ChipReports:
         self._core = client.CoreV1Api(api)
         self.store = Store(index_label=CONSUMER_LABEL)
         self._informers: list[Informer] = []
+        #: node -> (the two ConfigMaps' resourceVersions, the report read from them)
+        self._parsed: dict[str, tuple[tuple[str | None, str | None], NodeReport]] = {}
 
     def start(self, on_change: Callable[[Obj], None] = lambda _: None) -> None:
         """Start both watches (from the event loop); `on_change(obj)` after the store took a change."""
@@ -71,7 +73,13 @@ class ChipReports:
             return None
         device = self.store.get(DEVICE_INFO_NAMESPACE, f"{DEVICE_INFO_PREFIX}{node}")
         noded = self.store.get(NODE_INFO_NAMESPACE, f"{NODE_INFO_PREFIX}{node}")
-        return node_report(node, _data(device), _data(noded))
+        versions = (_version(device), _version(noded))
+        cached = self._parsed.get(node)
+        if cached is not None and cached[0] == versions:
+            return cached[1]  # the plugin rewrites a ConfigMap on change or every 5 min: parse it once per write
+        report = node_report(node, _data(device), _data(noded))
+        self._parsed[node] = (versions, report)
+        return report
 
 
 class NodeLabels:
@@ -114,3 +122,8 @@ def _nodes(store: Store) -> set[str]:
 def _data(obj: Obj | None) -> dict[str, str] | None:
     data = (obj or {}).get("data")
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
+
+
+def _version(obj: Obj | None) -> str | None:
+    """The object's resourceVersion (None when absent): a new one on every write of it."""
+    return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion") or "") or None
