@@ -59,6 +59,13 @@ def device_info(*faults: dict[str, Any], free: str = "") -> dict[str, str]:
     return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": "x"})}
 
 
+def npu_named(*faults: dict[str, Any]) -> dict[str, str]:
+    """The same report from a plugin that renames `huawei.com/Ascend910` keys and `Ascend910-` chips to
+    `huawei.com/npu` and `npu-` (customname/public_name_config.go:203-215)."""
+    text = device_info(*faults)["DeviceInfoCfg"]
+    return {"DeviceInfoCfg": text.replace("huawei.com/Ascend910", "huawei.com/npu").replace("Ascend910-", "npu-")}
+
+
 def node_info(status: str) -> dict[str, str]:
     """NodeD's ConfigMap data (noded/pkg/common/type.go:50-79)."""
     return {"NodeInfo": json.dumps({"NodeInfo": {"FaultDevList": [], "NodeStatus": status}, "CheckCode": "x"})}
@@ -95,6 +102,12 @@ CASES: list[tuple[str, dict[str, str] | None, str, dict[str, str] | None, bool, 
      "node"),
     ("NodeD UnHealthy", device_info(), ALL, node_info("UnHealthy"), False, "node"),
     ("NodeD PreSeparate: the chips decide", device_info(), ALL, node_info("PreSeparate"), False, None),
+    ("manually separated, its fault since cleared: still out until an administrator releases it",
+     {**device_info(), "ManuallySeparateNPU": "Ascend910-5"}, ALL, None, False, "Ascend910-5"),
+    ("manually separated chip the pod does not hold", {**device_info(), "ManuallySeparateNPU": "Ascend910-5"},
+     "Ascend910-0", None, False, None),
+    ("a plugin that names its chips huawei.com/npu", npu_named(fault(1, "SeparateNPU")), "npu-0,npu-1", None, False,
+     "npu-1"),
 ]  # fmt: skip
 
 

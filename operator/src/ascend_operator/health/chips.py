@@ -47,6 +47,15 @@ ANNOTATION_CHIPS = "huawei.com/AscendReal"
 CHIP_RESOURCE = "huawei.com/Ascend910"
 FAULT_KEY = f"{CHIP_RESOURCE}-Fault"
 UNHEALTHY_KEY = f"{CHIP_RESOURCE}-Unhealthy"
+#: The DeviceList keys' prefix on chips whose plugin names them `huawei.com/npu` (common/device.go:513-519
+#: GetAscend910Key; customname/public_name_config.go:203-215 renames every key); chip names follow suit.
+NPU_RESOURCE_PREFIX = "huawei.com/npu"
+#: A data key beside DeviceInfoCfg (pkg/common/constants.go:71-72; written by kubeclient/client_server.go
+#: 199-226): comma-joined chips separated by a ManuallySeparateNPU fault, which stay separated until an
+#: administrator removes them from this key, whatever the fault list says since (device/ascendcommon.go
+#: 224-272).
+MANUALLY_SEPARATED_KEY = "ManuallySeparateNPU"
+MANUALLY_SEPARATED = "ManuallySeparateNPU"
 
 #: MindCluster's levels, most serious first (fault_code.go getMostSeriousFaultType).
 LEVELS = (
@@ -133,18 +142,31 @@ def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
         devices = None
     if not isinstance(devices, dict):
         return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}: not the plugin's DeviceInfo JSON",))
+    prefix = NPU_RESOURCE_PREFIX if f"{NPU_RESOURCE_PREFIX}-Fault" in devices else CHIP_RESOURCE
+    fault_key, unhealthy_key = f"{prefix}-Fault", f"{prefix}-Unhealthy"
     problems: list[str] = []
     entries: list[object] = []
     try:
-        parsed = json.loads(devices.get(FAULT_KEY) or "[]")
+        parsed = json.loads(devices.get(fault_key) or "[]")
         entries = parsed if isinstance(parsed, list) else []
     except ValueError:
-        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{FAULT_KEY}]: not a JSON list")
+        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: not a JSON list")
     faults = [f for e in entries if isinstance(e, Mapping) and (f := _fault(e)) is not None]
     if len(faults) < len(entries):
-        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{FAULT_KEY}]: {len(entries) - len(faults)} entries unread")
-    unhealthy = frozenset(c for c in str(devices.get(UNHEALTHY_KEY) or "").split(",") if c)
+        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: {len(entries) - len(faults)} entries unread")
+    faults += _manually_separated(data, already={f.chip for f in faults if f.level == MANUALLY_SEPARATED})
+    unhealthy = frozenset(c for c in str(devices.get(unhealthy_key) or "").split(",") if c)
     return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems))
+
+
+def _manually_separated(data: Mapping[str, str] | None, *, already: set[str]) -> list[ChipFault]:
+    """The chips an administrator has yet to release (the ManuallySeparateNPU key), as faults at that level."""
+    listed = [c.strip() for c in str((data or {}).get(MANUALLY_SEPARATED_KEY) or "").split(",") if c.strip()]
+    return [
+        ChipFault(chip=chip, level=MANUALLY_SEPARATED, codes=(), network=False, since=None)
+        for chip in dict.fromkeys(listed)
+        if chip not in already
+    ]
 
 
 def parse_node_info(data: Mapping[str, str] | None) -> tuple[str, str | None]:
