@@ -102,3 +102,11 @@ def test_names_printer_columns_and_subresources() -> None:
     wide = {c["name"] for c in version["additionalPrinterColumns"] if c.get("priority") == 1}
     assert {"Endpoint", "SpecHash"} <= wide
     assert {"Ready", "Status", "Degraded", "Model"}.isdisjoint(wide)
+
+
+def test_the_schema_uses_only_keywords_a_crd_declares() -> None:
+    """A pydantic Literal renders `const`, which the API server refuses in a CRD ("field not declared in
+    schema"): the whole CRD would fail to install (it did once, for spec.pdRole's connector)."""
+    forbidden = {"const", "$ref", "$defs", "anyOf_null", "prefixItems", "examples"}
+    used = {key for _, node in _walk(_schema()) for key in node}
+    assert not used & forbidden

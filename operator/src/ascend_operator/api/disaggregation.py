@@ -15,16 +15,12 @@ under `kv_connector_extra_config` (asserts, :2012-2026), the handshake base `kv_
 """
 
 from enum import StrEnum
-from typing import Literal
-
 from pydantic import Field
 
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.layout import EnvVar, Parallelism
 
-#: The registered name of vllm-ascend's Mooncake connector (kv_transfer/__init__.py:29-31).
-MOONCAKE_CONNECTOR: Literal["MooncakeConnectorV1"] = "MooncakeConnectorV1"
 #: The tutorial's handshake base (pd_disaggregation_mooncake_multi_node.md:510-524).
 DEFAULT_KV_PORT = 36000
 #: Mooncake's AscendDirectTransport takes random ports in [20000, 20000 + NPUs per node x 1000): on an
@@ -32,6 +28,13 @@ DEFAULT_KV_PORT = 36000
 MIN_KV_PORT = 28000
 #: vLLM envs.py:1661-1662: prefill KV no decode pulled is force-freed after this many seconds.
 DEFAULT_ABORT_SECONDS = 480
+
+
+class KvConnector(StrEnum):
+    """The connector's registered name (kv_transfer/__init__.py:29-31). An enum, not a Literal: a Literal
+    becomes `const` in the schema, which a CRD's structural schema does not declare."""
+
+    MOONCAKE = "MooncakeConnectorV1"
 
 
 class PdRole(StrEnum):
@@ -66,8 +69,8 @@ class KvTransferConfig(ApiModel):
     """vLLM's `--kv-transfer-config` for vllm-ascend's Mooncake connector, rendered as compact JSON with
     these keys in snake_case (vLLM's own names, config/kv_transfer.py)."""
 
-    kv_connector: Literal["MooncakeConnectorV1"] = Field(
-        default=MOONCAKE_CONNECTOR, description="The connector (vllm-ascend's registered name)."
+    kv_connector: KvConnector = Field(
+        default=KvConnector.MOONCAKE, description="The connector (vllm-ascend's registered name)."
     )
     kv_role: KvRole = Field(description="kv_producer on prefill engines, kv_consumer on decode engines.")
     kv_port: int = Field(
