@@ -15,6 +15,7 @@ under `kv_connector_extra_config` (asserts, :2012-2026), the handshake base `kv_
 """
 
 from enum import StrEnum
+
 from pydantic import Field
 
 from ascend_operator.api.base import ApiModel
