@@ -81,3 +81,18 @@ async def test_a_disaggregated_service_runs_its_roles_not_engines_of_its_own(exa
     assert sorted(role_writes(kube)) == [("delete", "dsv4-flash-decode"), ("delete", "dsv4-flash-prefill")]
     assert status["roles"] is None  # cleared from the stored status
     assert kube.of_kind("Pod", "llm")  # the service runs engines of its own again
+
+
+async def test_an_edit_of_a_role_is_undone_by_the_parent(example_body: dict[str, Any]) -> None:
+    kube, events = FakeKube(), list[tuple[str, str, str]]()
+    split = body(example_body, router=ROUTER, disaggregation={})
+    await reconcile(split, context(kube, events), ServiceMemory())
+    decode = kube.obj(KIND, "dsv4-flash-decode", "llm")
+    assert decode is not None
+    kube.add({**decode, "spec": {**decode["spec"], "replicas": 5}}, namespace="llm")  # kubectl edit
+    kube.calls.clear()
+    await reconcile(split, context(kube, events), ServiceMemory())
+    assert role_writes(kube) == [("patch", "dsv4-flash-decode")]
+    decode = kube.obj(KIND, "dsv4-flash-decode", "llm")
+    assert decode is not None
+    assert decode["spec"]["replicas"] == 1

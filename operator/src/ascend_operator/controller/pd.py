@@ -15,7 +15,7 @@ from typing import Any
 
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.disaggregation import PdRole
-from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.parse import ParsedService, SpecError, parse_spec
 from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, RoleStatus
 from ascend_operator.clients.resources import SERVICE_CR, Kube
 from ascend_operator.controller.memory import EventSink
@@ -52,10 +52,23 @@ async def ensure_roles(
     for role in ROLES:
         name = role_name(owner.name, role)
         desired = build_role_service(spec, role, owner=owner) if spec.disaggregation is not None else None
-        live = await ensure(kube, events, SERVICE_CR, owner, name, desired, drift=hashed_drift, created="RoleCreated",
+        live = await ensure(kube, events, SERVICE_CR, owner, name, desired, drift=role_drift, created="RoleCreated",
                             removed="RoleRemoved")  # fmt: skip
         seen[role] = None if desired is None else dict(live or desired)  # just created: no status yet
     return seen
+
+
+def role_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The patch bringing a role back to what the parent renders: when the parent's spec changed (the digest),
+    or when someone edited the role (its spec, read as the model, differs: the API server's defaults make the
+    raw objects differ even when nothing was edited)."""
+    if (patch := hashed_drift(current, desired)) is not None:
+        return patch
+    try:
+        edited = parse_spec(current.get("spec") or {}) != parse_spec(desired["spec"])
+    except SpecError:
+        edited = True
+    return {"spec": desired["spec"]} if edited else None
 
 
 def _condition(body: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
