@@ -13,6 +13,8 @@ the other supervisor, shared.py (`--shared`: every engine inside one process); c
 With `--engine vllm` each pod gets the real engine instead (vLLM 0.25.1 on CPU with a tiny model, its args
 translated by aissim/realengine.py's table); every engine, simulated or real, runs in a process group of its
 own, stopped as a group with its pod, so a real engine's EngineCore and Worker processes go with it.
+Router pods (`spec.router`) get the real vllm-router from aissim/routers.py, a `Supervisor` polled after the
+engines with this module's `sync` over a registry of its own; every process is stopped in one grace.
 """
 
 import argparse
@@ -26,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -141,17 +143,23 @@ class Engines:
     def close(self) -> None:
         """Stop every engine together: one grace for all of them, not one after another (an engine with a
         client still attached outlives its SIGTERM, as vLLM's does, until the grace's SIGKILL)."""
+        close_all(self)
+
+
+def close_all(*registries: Engines) -> None:
+    """Stop the processes of every registry in one grace (engines and routers alike)."""
+    now = time.monotonic()
+    for child in [c for r in registries for c in r.children.values()]:
+        terminate(child, now=now)
+    left = [c for r in registries for c in (*r.children.values(), *r.stopping)]
+    while left:
         now = time.monotonic()
-        for child in self.children.values():
-            terminate(child, now=now)
-        left = [*self.children.values(), *self.stopping]
-        while left:
-            now = time.monotonic()
-            left = [c for c in left if not reap(c, now=now)]
-            if left:
-                time.sleep(0.1)
-        self.children.clear()
-        self.stopping.clear()
+        left = [c for c in left if not reap(c, now=now)]
+        if left:
+            time.sleep(0.1)
+    for registry in registries:
+        registry.children.clear()
+        registry.stopping.clear()
 
 
 def sync(
@@ -214,8 +222,18 @@ def poll(
     return True
 
 
-def run(args: argparse.Namespace) -> int:
-    """Poll the pods and keep the simulators in step until interrupted."""
+class Supervisor(Protocol):
+    """Processes for pods other than engines (aissim/routers.py: router pods), polled after the engines."""
+
+    running: Engines
+
+    def poll(self, core: client.CoreV1Api, api: client.ApiClient, namespace: str | None) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def run(args: argparse.Namespace, others: tuple[Supervisor, ...] = ()) -> int:
+    """Poll the pods and keep the simulators (and the other supervisors' processes) in step until interrupted."""
     core, api = connect(args.kubeconfig)
     engines = Engines()
     stopping = False
@@ -234,9 +252,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         while not stopping:
             poll(engines, core, api, args.namespace, log_dir=log_dir, launcher=launcher)
+            for other in others:
+                other.poll(core, api, args.namespace)
             time.sleep(args.interval)
     finally:
-        engines.close()
+        close_all(engines, *(other.running for other in others))
+        for other in others:
+            other.close()
     return 0
 
 

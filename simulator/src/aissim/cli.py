@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+from pathlib import Path
 
 from aissim.args import VLLM_SERVE_USAGE, ArgsError, UnrecognizedArguments, parse_serve_args
 from aissim.faults import FaultError, parse_fault_flag
@@ -45,7 +47,8 @@ Simulator flags (env var used when the flag is absent):
 
 ATTACH_DESCRIPTION = """Give every engine pod of a (KWOK) cluster an engine, as a kubelet would a container: a simulator
 (or, with --engine vllm, the real engine) bound to the pod's IP and engine port, started with the pod's own
-rendered args, stopped when the pod goes, restarted after a back-off when it exits."""
+rendered args, stopped when the pod goes, restarted after a back-off when it exits. Router pods (spec.router)
+get the real vllm-router the same way (aissim/routers.py)."""
 
 
 def attach(argv: list[str]) -> int:
@@ -73,14 +76,24 @@ def attach(argv: list[str]) -> int:
         "--model-cache", default=None,
         help="the folder the tiny model is made in (default: ${XDG_CACHE_HOME:-~/.cache}/ascend-operator/models)",
     )  # fmt: skip
+    parser.add_argument(
+        "--router-bin", default=None,
+        help="the vllm-router 0.1.17 binary for router pods (spec.router), as hack/vllm-router.sh prints it "
+        "(default: $AIS_VLLM_ROUTER, else that script's cached install); not with --shared",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.shared and args.engine != "sim":
         parser.error("--shared runs simulators only")
     if not args.shared:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        from aissim import attach as processes  # imported on use: only attach needs the kubernetes client
+        # imported on use: only attach needs the kubernetes client
+        from aissim import attach as processes
+        from aissim import routers
 
-        return processes.run(args)
+        log_dir = Path(args.log_dir) if args.log_dir else None
+        return processes.run(
+            args, (routers.Routers(routers.find_binary(args.router_bin, os.environ), log_dir=log_dir),)
+        )
     from aissim import shared
 
     handler = logging.StreamHandler()

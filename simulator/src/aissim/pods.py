@@ -4,7 +4,9 @@
 process, shared.py) supervise engines differently but find them the same way: one LIST of the pods that
 carry the operator's service label, each running pod with an IP and an engine container turned into a
 `Target` (the pod's rendered args with `$(VAR)` expanded, the leader's DNS name resolved to its IP, the
-Secret env it references). Here, in a module of its own, so neither supervisor imports the other.
+Secret env it references). Here, in a module of its own, so neither supervisor imports the other. A
+second LIST finds the router pods of `spec.router` (their `router` container's args, the ServiceAccount
+whose token the kubelet would mount) for aissim/routers.py.
 """
 
 import base64
@@ -18,6 +20,7 @@ from kubernetes import client, config
 
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.render.pod import ENGINE_CONTAINER
+from ascend_operator.render.router import LABEL_ROUTER, ROUTER_CONTAINER
 
 #: Seconds an engine that exited waits before it is started again, as a kubelet restarts a container.
 RESTART_BACKOFF_SECONDS = 1.0
@@ -35,6 +38,8 @@ class Target:
     port: int
     secret_env: tuple[tuple[str, str, str], ...] = ()
     """(variable, Secret name, key) of each env entry from a secretKeyRef."""
+    service_account: str | None = None
+    """The ServiceAccount whose token the kubelet mounts (None: automountServiceAccountToken false); routers only."""
 
 
 _REF = re.compile(r"\$\(([-._A-Za-z0-9]+)\)")
@@ -73,27 +78,64 @@ def resolve_address(args: list[str], namespace: str, pod_ips: Mapping[tuple[str,
     return True
 
 
-def target_of(pod: Mapping[str, Any], pod_ips: Mapping[tuple[str, str], str] | None = None) -> Target | None:
-    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container, or a
-    group member whose leader has no IP yet)."""
+def _running_container(pod: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    """The pod's container `name` if a kubelet would run it now: the pod Running with an IP, not
+    terminating, and the container given args."""
     meta, status, spec = pod.get("metadata") or {}, pod.get("status") or {}, pod.get("spec") or {}
     if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not status.get("podIP"):
         return None
-    engine = next((c for c in spec.get("containers") or [] if c.get("name") == ENGINE_CONTAINER), None)
-    if engine is None or not engine.get("args"):
+    container = next((c for c in spec.get("containers") or [] if c.get("name") == name), None)
+    return container if container is not None and container.get("args") else None
+
+
+def _http_port(container: Mapping[str, Any], default: int) -> int:
+    ports = [p.get("containerPort") for p in container.get("ports") or [] if p.get("name") == "http"]
+    return int(ports[0]) if ports else default
+
+
+def _secret_refs(container: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    refs = [(e["name"], e.get("valueFrom", {}).get("secretKeyRef")) for e in container.get("env") or []]
+    return tuple((name, ref["name"], ref["key"]) for name, ref in refs if ref)
+
+
+def target_of(pod: Mapping[str, Any], pod_ips: Mapping[tuple[str, str], str] | None = None) -> Target | None:
+    """The simulator a pod needs, or None (not running, no IP, terminating, no engine container, or a
+    group member whose leader has no IP yet)."""
+    engine = _running_container(pod, ENGINE_CONTAINER)
+    if engine is None:
         return None
-    env = container_env(engine, status["podIP"])
+    meta, ip = pod["metadata"], pod["status"]["podIP"]
+    env = container_env(engine, ip)
     args = [expand(a, env) for a in engine["args"]]
     if not resolve_address(args, meta["namespace"], pod_ips or {}):
         return None
-    ports = [p.get("containerPort") for p in engine.get("ports") or [] if p.get("name") == "http"]
     if args[:1] == ["vllm"]:  # the engine command rendered as args (the pod keeps the image's ENTRYPOINT)
         args = args[1:]
-    refs = [(e["name"], e.get("valueFrom", {}).get("secretKeyRef")) for e in engine.get("env") or []]
     return Target(
-        uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=status["podIP"],
-        args=tuple(args), port=int(ports[0]) if ports else 8000,
-        secret_env=tuple((name, ref["name"], ref["key"]) for name, ref in refs if ref),
+        uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=ip, args=tuple(args),
+        port=_http_port(engine, 8000), secret_env=_secret_refs(engine),
+    )  # fmt: skip
+
+
+#: vllm-router's own `--port` default (router_args.py), for a container that names no `http` port.
+ROUTER_DEFAULT_PORT = 30000
+
+
+def router_target_of(pod: Mapping[str, Any]) -> Target | None:
+    """The router a pod of `spec.router` needs (its `router` container's args with `$(VAR)` expanded), or
+    None as for an engine. The kubelet mounts the token of the pod's ServiceAccount unless the pod opts
+    out (`automountServiceAccountToken: false`), and the router's discovery authenticates with it."""
+    router = _running_container(pod, ROUTER_CONTAINER)
+    if router is None:
+        return None
+    meta, spec, ip = pod["metadata"], pod.get("spec") or {}, pod["status"]["podIP"]
+    env = container_env(router, ip)
+    automount = spec.get("automountServiceAccountToken") is not False
+    return Target(
+        uid=meta["uid"], name=meta["name"], namespace=meta["namespace"], ip=ip,
+        args=tuple(expand(a, env) for a in router["args"]), port=_http_port(router, ROUTER_DEFAULT_PORT),
+        secret_env=_secret_refs(router),
+        service_account=(spec.get("serviceAccountName") or "default") if automount else None,
     )  # fmt: skip
 
 
@@ -143,6 +185,15 @@ def list_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str |
     raw = [api.sanitize_for_serialization(p) for p in pods.items]
     ips = pod_ips(raw)
     return [t for p in raw if (t := target_of(p, ips))]
+
+
+def list_router_targets(core: client.CoreV1Api, api: client.ApiClient, namespace: str | None) -> list[Target]:
+    """The routers the operator's router pods need now (one LIST of the pods carrying the router label)."""
+    if namespace:
+        pods = core.list_namespaced_pod(namespace, label_selector=LABEL_ROUTER)
+    else:
+        pods = core.list_pod_for_all_namespaces(label_selector=LABEL_ROUTER)
+    return [t for p in pods.items if (t := router_target_of(api.sanitize_for_serialization(p)))]
 
 
 #: What a pod listing raises while the API server is down or restarting: the kubernetes client lets urllib3's
