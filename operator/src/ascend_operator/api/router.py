@@ -129,18 +129,22 @@ class RouterAdmission(ApiModel):
         "headers arrive, so a streamed request stops counting once it starts streaming (docs/router.md).",
     )
     queue_size: int = Field(
-        default=100,
+        default=0,
         ge=0,
         le=100_000,
-        description="`--queue-size`: requests that wait for a token; beyond it the router answers 429 with "
-        "Retry-After (0: no queue). Router default 100 (router_args.py:80).",
+        description="`--queue-size`: requests that may wait for a token. 0 (the operator's default; the router's "
+        "is 100, router_args.py:80): a request beyond the budget gets 429 with Retry-After at once. In vllm-router "
+        "0.1.17 the queue does not hold what its flags say: its processor hands every entry to a task of its own "
+        "at once (src/middleware.rs:424-457), so the queue never fills and never answers 429, and each waiter "
+        "gives up with 408 after one token's refill time (src/core/token_bucket.rs:86-121), about 1 s at the "
+        "rendered refill, not after queueTimeoutSeconds (measured: tests/e2e/test_router.py).",
     )
     queue_timeout_seconds: int = Field(
         default=60,
         ge=1,
         le=3600,
-        description="`--queue-timeout-secs`: a queued request gets 408 after this long. Router default 60 "
-        "(router_args.py:82).",
+        description="`--queue-timeout-secs`: a queued request gets 408 after this long at the latest. Router "
+        "default 60 (router_args.py:82); in 0.1.17 the token bucket's own wait ends it sooner (queueSize).",
     )
     refill_per_second: int | None = Field(
         default=None,
