@@ -5,7 +5,10 @@ The reports are written here the way the plugin writes them (health/chips.py cit
 ConfigMap kube-system/mindx-dl-deviceinfo-<node>, labelled mx-consumer-cim=true, its DeviceInfoCfg JSON
 with the faulty chip in `huawei.com/Ascend910-Fault`; the pod's `huawei.com/AscendReal` annotation; and the
 node's allocatable dropping by the faulty chip (the plugin reports it Unhealthy to the kubelet). KWOK has
-no device plugin, so the test plays the plugin's part; everything the operator does is real.
+no device plugin, so the test plays the plugin's part; everything the operator does is real. NodeD's
+part likewise: its ConfigMap mindx-dl/mindx-dl-nodeinfo-<node>, labelled mx-consumer-cim=true, NodeInfo JSON
+as noded/pkg/reporter/cmreporter/configmap_reporter.go:68-73,104-125 writes it (and deletes it when the node
+is healthy).
 """
 
 from __future__ import annotations
@@ -31,19 +34,29 @@ from tests.e2e.operator_fixtures import (
     pods,
     start_operator,
 )
-from tests.e2e.passes import free_port, more_passes
+from tests.e2e.passes import free_port, metric_values, more_passes
 
 CHIPS = ",".join(f"Ascend910-{i}" for i in range(8))
+NODEINFO_EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "mindcluster" / "nodeinfo-docs-example.json"
 
 
 @pytest.fixture
 def npu_operator(cluster: Cluster, crd: None, tmp_path: Path) -> Iterator[tuple[Proc, int]]:
-    """The operator with --npu-faults, and its metrics port."""
+    """The operator with --npu-faults, and its metrics port. The reports a test writes go with it: the next
+    test's nodes take the same names, and a report left behind would speak for them."""
     cluster.kubectl("create", "namespace", "mindx-dl", check=False)
+    clear_reports(cluster)
     port = free_port()
     proc = start_operator(cluster, tmp_path / "operator.log", "--npu-faults", "--metrics-port", str(port))
     yield proc, port
     proc.stop()
+    clear_reports(cluster)
+
+
+def clear_reports(cluster: Cluster) -> None:
+    """Delete the device plugin's and NodeD's ConfigMaps (what the operator watches: label mx-consumer-cim)."""
+    for ns in ("kube-system", "mindx-dl"):
+        cluster.kubectl("delete", "configmap", "-n", ns, "-l", "mx-consumer-cim=true", "--ignore-not-found")
 
 
 def live(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
@@ -67,6 +80,35 @@ def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, 
         "data": {"DeviceInfoCfg": json.dumps(info)},
     }
     cluster.apply(body, namespace="kube-system")
+
+
+def noded_report(cluster: Cluster, node: str, status: str, faults: list[dict[str, Any]]) -> None:
+    """What NodeD writes for `node` when it has faults (noded/pkg/common/type.go:50-79: NodeInfoCM, FaultDev;
+    configmap_reporter.go:104-125: namespace mindx-dl, label mx-consumer-cim=true, data NodeInfo and
+    updateTime). The example in the MindCluster docs: tests/fixtures/mindcluster/nodeinfo-docs-example.json."""
+    info = {"NodeInfo": {"FaultDevList": faults, "NodeStatus": status}, "CheckCode": "x"}
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"mindx-dl-nodeinfo-{node}", "labels": {"mx-consumer-cim": "true"}},
+        "data": {"NodeInfo": json.dumps(info), "updateTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+    }
+    cluster.apply(body, namespace="mindx-dl")
+
+
+def npu_dev_fault(device_id: int, code: str = "2C000031") -> dict[str, Any]:
+    """One NPU in NodeD's FaultDevList: IPMI device type 0x56 is "NPU" (noded/pkg/common/common.go:57);
+    2C000031 is the SeparateFaultCodes entry of noded/build/NodeDConfiguration.json. The same fields as the
+    docs' example entry (checked, so the two cannot drift apart)."""
+    fault = {"DeviceType": "NPU", "DeviceId": device_id, "FaultCode": [code], "FaultLevel": "SeparateFault"}
+    example = json.loads(json.loads(NODEINFO_EXAMPLE.read_text())["NodeInfo"])["NodeInfo"]["FaultDevList"][0]
+    assert {k: type(v) for k, v in fault.items()} == {k: type(v) for k, v in example.items()}
+    return fault
+
+
+def node_unhealthy_series(port: int) -> dict[str, float]:
+    """The operator's ascend_operator_node_unhealthy samples, by node."""
+    return metric_values(f"http://127.0.0.1:{port}/metrics", "ascend_operator_node_unhealthy", "node")
 
 
 def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[str, Any]:
@@ -144,6 +186,104 @@ def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_a
     rolls = [r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["reason"] == "NPUFault"]
     assert len(rolls) == 1
     print(f"\n[npu] SeparateNPU report -> roll record: {t_roll - t_fault:.1f}s")
+
+
+def test_a_node_noded_reports_unhealthy_rolls_its_pod_once_and_its_successor_waits_for_another_node(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """NodeD calls the pod's node UnHealthy (all 8 NPUs in its FaultDevList at SeparateFault) while the device
+    plugin's own report of the node stays healthy and its chips stay allocatable: the NodeD report alone rolls
+    the pod, as NodeUnhealthy naming the node, once (issue 30: one cause, not a roll per chip or per pass);
+    the successor waits for capacity elsewhere rather than landing on the node MindCluster isolates, and is
+    placed on a node that comes."""
+    [node] = add_nodes(1)
+    label_nodes(cluster, [node], namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
+             message="Ready")  # fmt: skip
+    first = live(cluster, namespace)[0]
+    mount_chips(cluster, namespace, first)
+    plugin_report(cluster, node, [])  # the plugin sees nothing wrong; its free list is empty (all 8 serve)
+
+    t_fault = time.monotonic()
+    noded_report(cluster, node, "UnHealthy", [npu_dev_fault(i) for i in range(8)])
+    wait_for(
+        lambda: any(
+            r["uid"] == first["metadata"]["uid"] for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
+        ),
+        timeout=60,
+        message="the pod on the node NodeD reports UnHealthy rolled",
+    )
+    t_roll = time.monotonic()
+    print(f"\n[npu] NodeD UnHealthy report -> roll record: {t_roll - t_fault:.1f}s")
+    roll = next(r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["uid"] == first["metadata"]["uid"])
+    assert roll["reason"] == "NodeUnhealthy"
+    assert f"NodeD reports node {node} UnHealthy" in roll["message"]
+    assert roll["drain"] == "NotDrained"
+    assert node_unhealthy_series(npu_operator[1]).get(node) == 1.0
+
+    # the node's 8 NPUs are free again once the pod is gone; nothing but the operator keeps the successor off
+    more_passes(npu_operator[1], health=10, reconcile=3)
+    placed = [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in live(cluster, namespace)]
+    assert all(on != node for _, on in placed), f"a successor was placed on the node NodeD reports UnHealthy: {placed}"
+    rolls = [r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["reason"] == "NodeUnhealthy"]
+    assert len(rolls) == 1, rolls
+    ready = next(c for c in ais(cluster, namespace, "svc")["status"]["conditions"] if c["type"] == "Ready")
+    assert f"kept off node(s) {node} (NodeD reports node {node} UnHealthy): waiting for free NPUs" in (
+        ready["message"]
+    ), ready
+
+    [other] = add_nodes(1)
+    label_nodes(cluster, [other], namespace)
+    successor = wait_for(
+        lambda: next((p for p in live(cluster, namespace) if p["spec"].get("nodeName")), None),
+        timeout=90,
+        message="a successor placed on the node that came",
+    )
+    assert successor["spec"]["nodeName"] == other
+
+
+def test_no_noded_report_and_no_free_chip_is_a_healthy_node(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """NodeD deletes its ConfigMap when the node is healthy (configmap_reporter.go:68-73), and the plugin's
+    `huawei.com/Ascend910` lists free chips only (ascendcommon.go:657-661): a node whose 8 chips all serve the
+    engine and of which NodeD says nothing rolls nothing. The operator is seen reading NodeD's ConfigMaps
+    meanwhile: the other node's UnHealthy report shows in its metric."""
+    nodes = add_nodes(2)
+    label_nodes(cluster, nodes, namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
+             message="Ready")  # fmt: skip
+    first = live(cluster, namespace)[0]
+    node = first["spec"]["nodeName"]
+    other = next(n for n in nodes if n != node)
+    mount_chips(cluster, namespace, first)
+    psu_fault = {"DeviceType": "PSU", "DeviceId": 4, "FaultCode": ["0300000D"], "FaultLevel": "NotHandleFault"}
+    plugin_report(cluster, node, [], free="")
+    # a fault NodeD does not act on (a PSU at NotHandleFault, as in the MindCluster docs' example at
+    # common_operations.md:1605) leaves the node Healthy; once it clears NodeD deletes the ConfigMap
+    noded_report(cluster, node, "Healthy", [psu_fault])
+    cluster.kubectl("delete", "configmap", f"mindx-dl-nodeinfo-{node}", "-n", "mindx-dl")
+    noded_report(cluster, other, "UnHealthy", [npu_dev_fault(i) for i in range(8)])
+    wait_for(lambda: node_unhealthy_series(npu_operator[1]).get(other) == 1.0, timeout=30,
+             message="the operator reads NodeD's report of the other node")  # fmt: skip
+
+    more_passes(npu_operator[1], health=5, reconcile=2)
+    assert [p["metadata"]["uid"] for p in live(cluster, namespace)] == [first["metadata"]["uid"]]
+    assert [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"]
+    assert not (ais(cluster, namespace, "svc").get("status") or {}).get("rolls")
+    assert node not in node_unhealthy_series(npu_operator[1])
 
 
 def test_an_engine_lands_only_on_a_node_whose_driver_meets_the_minimum_and_says_when_none_does(

@@ -181,3 +181,53 @@ def test_a_staged_model_places_engines_only_where_the_role_put_that_copy(example
     )
     holding = [*stale, NodeFacts("atlas-1", "25.5.1", "910B3", {label: "0123456789abcdef"})]
     assert unfit(parsed.spec, holding) is None
+
+
+async def test_a_node_mindcluster_took_out_is_kept_off_new_pods_without_restarting_any(
+    example_body: dict[str, Any],
+) -> None:
+    """NodeD's UnHealthy leaves the node's NPUs allocatable (only the device plugin's own chip faults leave
+    it), so a new engine pod excludes that node by name, and while it is Pending its status says which node it
+    is kept off and why; the exclusion is the cluster's, not the spec's: no running engine restarts for it."""
+    example_body["metadata"].update({"namespace": "llm", "uid": "u", "generation": 1})
+    out = {"atlas-0": "NodeD reports node atlas-0 UnHealthy"}
+    kube = FakeKube()
+    ctx = Context(kube=kube, events=lambda *_: None, now=lambda: "2026-12-01T00:00:00Z", unhealthy_nodes=lambda: out)
+    await reconcile(example_body, ctx, ServiceMemory())
+    (pod,) = kube.of_kind("Pod", "llm")
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["atlas-0"]}]}
+    ]
+    parsed = parse_resource(example_body)
+    key = "inference.ascend.dev/spec-hash"
+    assert pod["metadata"]["annotations"][key] == spec_hash(parsed.spec)
+    scheduler = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    pod["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": scheduler}
+    ]}  # fmt: skip
+    status = await reconcile(example_body, ctx, ServiceMemory())
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (
+        "kept off node(s) atlas-0 (NodeD reports node atlas-0 UnHealthy): waiting for free NPUs on another node"
+        in ready["message"]
+    ), ready
+    assert scheduler in ready["message"]
+
+
+def test_the_fence_joins_the_users_terms_and_the_requirements() -> None:
+    mine = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["atlas-0", "atlas-1"]}]}
+    ]}}}  # fmt: skip
+    chip = [{"key": CHIP_LABEL, "operator": "In", "values": ["910B3"]}]
+    merged = with_fitness(mine, chip, avoid_nodes=["atlas-1", "atlas-0", "atlas-1"])
+    assert merged is not None
+    (term,) = merged["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {
+        "matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["atlas-0", "atlas-1"]},
+            {"key": "metadata.name", "operator": "NotIn", "values": ["atlas-0", "atlas-1"]},
+        ],
+        "matchExpressions": chip,
+    }
+    assert with_fitness(None, [], avoid_nodes=[]) is None

@@ -41,6 +41,7 @@ from ascend_operator.controller.metrics import forget_service, publish_chip_repo
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
+from ascend_operator.health.chips import node_unhealthy
 from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
 from ascend_operator.render.pd import LABEL_PD_GROUP
@@ -223,6 +224,7 @@ async def service_loop(
         keys=memo.api_keys,
         live_interval=float(memo.live_interval),
         nodes=_node_facts(memo.node_labels) if memo.get("node_labels") is not None else None,
+        unhealthy_nodes=_unhealthy_nodes(memo.chip_reports) if memo.get("chip_reports") is not None else None,
     )
     memory = service_memory(memo, body)
     if namespace is not None:
@@ -294,6 +296,15 @@ async def health_loop(
         await state.close()  # no canary outlives its loop
         if namespace is not None:
             forget_service(namespace, name)  # a last pass may have published after the reconcile loop ended
+
+
+def _unhealthy_nodes(reports: ChipReports) -> Callable[[], dict[str, str]]:
+    """The nodes MindCluster takes out whole (health/chips.py `node_unhealthy`), node -> why."""
+
+    def unhealthy() -> dict[str, str]:
+        return {r.node: why for r in reports.reports() if (why := node_unhealthy(r)) is not None}
+
+    return unhealthy
 
 
 def _node_facts(labels: NodeLabels) -> Callable[[], list[NodeFacts]]:

@@ -57,7 +57,7 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
-from ascend_operator.render.fitness import NodeFacts, allowed_versions, asks_placement, unfit
+from ascend_operator.render.fitness import NodeFacts, allowed_versions, asks_placement, fenced, unfit
 from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, policy_name
 from ascend_operator.render.pod import (
@@ -94,6 +94,9 @@ class Context:
     nodes: Callable[[], list[NodeFacts]] | None = None
     """The NPU nodes' driver versions and chips (`--npu-faults`), for spec.runtime's placement requirements;
     None: the operator does not read nodes."""
+    unhealthy_nodes: Callable[[], Mapping[str, str]] | None = None
+    """Nodes MindCluster takes out whole, node -> why (`--npu-faults`; health/chips.py `node_unhealthy`): new
+    engine pods are kept off them. None: the operator does not read the reports."""
 
 
 def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[str, ...] | None:
@@ -101,9 +104,16 @@ def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[st
     return allowed_versions(spec, ctx.nodes()) if ctx.nodes is not None else None
 
 
+def _unhealthy(ctx: Context) -> Mapping[str, str]:
+    return ctx.unhealthy_nodes() if ctx.unhealthy_nodes is not None else {}
+
+
 def _explain_unfit(ctx: Context, spec: AscendInferenceServiceSpec, pods: list[PodView]) -> list[PodView]:
     """Pending pods whose spec.runtime requirement no node meets say which one, and what the nodes have,
-    before the scheduler's own message (which says only that no node matched the affinity)."""
+    before the scheduler's own message (which says only that no node matched the affinity); pods kept off
+    nodes MindCluster took out say which and why."""
+    if (fence := fenced(_unhealthy(ctx))) is not None and spec.parallelism.nodes == 1:
+        pods = _prefixed(pods, fence)
     if not asks_placement(spec):
         return pods
     if ctx.nodes is None and spec.runtime.min_driver_version is not None:
@@ -115,8 +125,11 @@ def _explain_unfit(ctx: Context, spec: AscendInferenceServiceSpec, pods: list[Po
         return pods
     else:
         why = unfit(spec, ctx.nodes())
-    if why is None:
-        return pods
+    return pods if why is None else _prefixed(pods, why)
+
+
+def _prefixed(pods: list[PodView], why: str) -> list[PodView]:
+    """Unschedulable pods' messages with `why` before the scheduler's."""
     return [replace(p, unschedulable=f"{why}; scheduler: {p.unschedulable}") if p.unschedulable else p for p in pods]
 
 
@@ -176,6 +189,7 @@ async def _apply_pod_actions(
     memory.create_failures = {}
     actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
     versions = _driver_versions(ctx, parsed.spec)  # once per pass, not per pod created
+    avoid = sorted(_unhealthy(ctx))
     for action in actions:
         if isinstance(action, CreatePod):
             body = build_pod(
@@ -185,6 +199,7 @@ async def _apply_pod_actions(
                 npu_resource=ctx.npu_resource,
                 key_version=key_version,
                 driver_versions=versions,
+                avoid_nodes=avoid,
             )
             await _create_pod(ctx, memory, body, digest)
     candidates = [

@@ -6,6 +6,11 @@ server/manager.go:304-309) and its chip (`node.kubernetes.io/npu.chip.name`, con
 scheduler's node affinity compares numbers only (Gt/Lt), not versions such as 24.1.rc2. So the operator
 reads the versions present on the cluster's nodes and requires `In` those that meet the minimum. Placement
 stays the scheduler's: a node that already meets a requirement is never passed over.
+
+A node MindCluster takes out whole (NodeD's UnHealthy, or most of its chips faulty: health/chips.py) is kept
+off a new engine pod by name (`matchFields metadata.name NotIn`): the device plugin removes from the node's
+allocatable only the chips it sees failing itself, so a node NodeD isolates for an IPMI-reported fault keeps
+its 8 NPUs allocatable, and the successor of the pod rolled off it would land right back on it.
 """
 
 import re
@@ -84,17 +89,24 @@ def fitness_terms(spec: AscendInferenceServiceSpec, versions: Sequence[str] | No
     return terms
 
 
-def with_fitness(affinity: dict[str, Any] | None, terms: list[dict[str, Any]]) -> dict[str, Any] | None:
+def with_fitness(
+    affinity: dict[str, Any] | None, terms: list[dict[str, Any]], *, avoid_nodes: Sequence[str] = ()
+) -> dict[str, Any] | None:
     """`affinity` (spec.scheduling.affinity) with `terms` ANDed into every required node-selector term (a
-    new term when there is none); the user's own terms are kept as they are."""
-    if not terms:
+    new term when there is none), and the nodes in `avoid_nodes` excluded by name; the user's own terms are
+    kept as they are."""
+    if not terms and not avoid_nodes:
         return affinity
     merged = dict(affinity or {})
     node = dict(merged.get("nodeAffinity") or {})
     required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     selector_terms = [dict(t) for t in required.get("nodeSelectorTerms") or [{}]]
+    fence = [{"key": "metadata.name", "operator": "NotIn", "values": sorted(set(avoid_nodes))}] if avoid_nodes else []
     for term in selector_terms:
-        term["matchExpressions"] = [*(term.get("matchExpressions") or []), *terms]
+        if terms:
+            term["matchExpressions"] = [*(term.get("matchExpressions") or []), *terms]
+        if fence:
+            term["matchFields"] = [*(term.get("matchFields") or []), *fence]
     required["nodeSelectorTerms"] = selector_terms
     node["requiredDuringSchedulingIgnoredDuringExecution"] = required
     merged["nodeAffinity"] = node
@@ -128,3 +140,13 @@ def unfit(spec: AscendInferenceServiceSpec, nodes: Sequence[NodeFacts]) -> str |
     seen = sorted({f"{n.chip or '?'}/{n.driver or '?'}" for n in nodes})
     have = f"nodes have (chip/driver): {', '.join(seen)}" if seen else "no node carries the device plugin's labels"
     return f"no node meets the placement requirements: {' and '.join(asked)}; {have}"
+
+
+def fenced(unhealthy: Mapping[str, str]) -> str | None:
+    """What a Pending pod waits for when nodes are kept off new engines (`unhealthy`: node -> why); None when
+    no node is."""
+    if not unhealthy:
+        return None
+    why = "; ".join(unhealthy[n] for n in sorted(unhealthy))
+    nodes = ", ".join(sorted(unhealthy))
+    return f"kept off node(s) {nodes} ({why}): waiting for free NPUs on another node"

@@ -256,10 +256,12 @@ def build_pod_spec(
     npu_resource: str = NPU_RESOURCE,
     role: Role | None = None,
     driver_versions: Sequence[str] | None = None,
+    avoid_nodes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The pod's `spec` (the same for every replica; for a group, the same for every leader or worker);
     `npu_resource` is the operator's device-plugin name, `driver_versions` the cluster's driver versions that
-    meet spec.runtime.minDriverVersion (render/fitness.py)."""
+    meet spec.runtime.minDriverVersion, `avoid_nodes` the nodes MindCluster takes out whole (both
+    render/fitness.py; neither counts in `spec_hash`: they are the cluster's, not the spec's)."""
     volumes, mounts = _volumes_and_mounts(spec)
     pod_spec: dict[str, Any] = {
         # A shared PID namespace makes the pause container PID 1, which reaps exited `VLLM::Worker`
@@ -284,7 +286,7 @@ def build_pod_spec(
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in spec.scheduling.tolerations]
-    affinity = with_fitness(spec.scheduling.affinity, fitness_terms(spec, driver_versions))
+    affinity = with_fitness(spec.scheduling.affinity, fitness_terms(spec, driver_versions), avoid_nodes=avoid_nodes)
     if affinity is not None:
         pod_spec["affinity"] = dict(affinity)
     return pod_spec
@@ -298,9 +300,11 @@ def build_pod(
     npu_resource: str = NPU_RESOURCE,
     key_version: str | None = None,
     driver_versions: Sequence[str] | None = None,
+    avoid_nodes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The engine pod of one replica (`key_version`: see `spec_hash`; `driver_versions`: `build_pod_spec`)."""
-    pod_spec = build_pod_spec(spec, npu_resource=npu_resource, driver_versions=driver_versions)
+    """The engine pod of one replica (`key_version`: see `spec_hash`; `driver_versions`, `avoid_nodes`:
+    `build_pod_spec`)."""
+    pod_spec = build_pod_spec(spec, npu_resource=npu_resource, driver_versions=driver_versions, avoid_nodes=avoid_nodes)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
