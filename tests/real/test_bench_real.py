@@ -4,7 +4,8 @@ Why: the bench's verdict rules (fresh prompts, fixed output, the engine's own co
 the simulator. Here they must PASS on vLLM 0.25.1, and the figures must agree with `vllm bench serve` (the
 same install's client, vllm/benchmarks/serve.py, run as `vllm bench serve` runs it) measuring the same
 engine with the same shape of load: a bench that measured its own overhead (or a kinder engine) would not.
-The two clients alternate, three runs each, and medians are compared (the machine is shared and noisy).
+The two clients run in back-to-back pairs, five of them, and the median of the pairs' ratios is compared
+(the machine is shared and noisy: load that moves between runs moves both halves of a pair together).
 
 The target (issue 27) is agreement within 10%. It is a benchmark figure, printed as met or NOT met, not
 asserted: on 2 cores shared by the engine's three processes, the client and whatever else the machine runs,
@@ -26,6 +27,9 @@ from tests.real.engines import Engine, start_engine, wait_healthy
 
 MODEL = "deepseek-v4-flash"
 CONCURRENCY, INPUT, OUTPUT, REQUESTS = 4, 256, 128, 32
+#: Runs per client. Pairs, not two sets of runs: CI7 (helpers loading the machine) read medians of 3 at
+#: 0.726 while its back-to-back pairs read 0.87, 0.67 and 0.95: the load moved between the sets.
+PAIRS = 5
 #: `vllm bench serve`: what vllm/entrypoints/cli/benchmark/serve.py does, without the CLI wrapper whose
 #: --version needs a distribution named `vllm` (aissim/realengine.py explains).
 VLLM_BENCH = """
@@ -82,14 +86,18 @@ def test_aisctl_bench_passes_on_vllm_and_agrees_with_vllm_bench_serve(
     model_dir = next(cache.iterdir())
     aisctl_run(engine, tmp_path / "warm", seed=99)  # the engine's first requests are slower (lazy init)
     ours, theirs = [], []
-    for i in range(3):
+    for i in range(PAIRS):  # side by side: each pair back to back, who goes first alternating (drift cancels)
+        if i % 2:
+            theirs.append(vllm_run(real_vllm, engine, model_dir, tmp_path / f"vllm-{i}.json", seed=i))
         ours.append(aisctl_run(engine, tmp_path / f"aisctl-{i}", seed=i))
-        theirs.append(vllm_run(real_vllm, engine, model_dir, tmp_path / f"vllm-{i}.json", seed=i))
+        if not i % 2:
+            theirs.append(vllm_run(real_vllm, engine, model_dir, tmp_path / f"vllm-{i}.json", seed=i))
     figures = {}
     for key in ("req_s", "tok_s"):
         a, b = statistics.median(r[key] for r in ours), statistics.median(r[key] for r in theirs)
-        figures[key] = (round(a, 2), round(b, 2), round(a / b, 3))
-    print(f"[real] aisctl vs vllm bench serve, medians of 3 (aisctl, vllm, ratio): {figures}")
+        paired = statistics.median(x[key] / y[key] for x, y in zip(ours, theirs, strict=True))
+        figures[key] = (round(a, 2), round(b, 2), round(paired, 3))
+    print(f"[real] aisctl vs vllm bench serve, medians of {PAIRS} (aisctl, vllm, median paired ratio): {figures}")
     print(f"[real] runs: aisctl {ours}; vllm {theirs}")
     met = all(0.9 <= ratio <= 1.1 for _, _, ratio in figures.values())
     print(f"[real] the 10% agreement target: {'met' if met else 'NOT met'}")
