@@ -52,11 +52,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def npu_conf(*, npu_count: int, health: list[str] | None) -> str:
-    """Text of /etc/ascend-standin/npu.conf, read by the stand-in lspci and npu-smi (pure)."""
+def npu_conf(
+    *, npu_count: int, health: list[str] | None, processes: list[str] | None = None, container_column: bool = False
+) -> str:
+    """Text of /etc/ascend-standin/npu.conf, read by the stand-in lspci and npu-smi (pure). `processes`:
+    "<npu>,<chip>,<pid>,<name>,<memory MB>" rows of npu-smi's process table; `container_column`: the wider
+    table of newer drivers."""
     lines = [f"NPU_COUNT={npu_count}"]
     if health:
         lines.append(f"NPU_HEALTH={shlex.quote(' '.join(health))}")
+    if processes:
+        lines.append(f"NPU_PROCS={shlex.quote(' '.join(processes))}")
+    if container_column:
+        lines.append("NPU_PROC_CONTAINER_COLUMN=1")
     return "\n".join(lines) + "\n"
 
 
@@ -167,6 +175,9 @@ def start_node(
     (upper / "root/.ssh").chmod(0o700)
     (upper / "root/.ssh/authorized_keys").chmod(0o600)
     (upper / "usr/bin/lspci").chmod(0o755)
+    for rel, text in seeds.items():
+        if text.startswith("#!"):  # a seeded tool (e.g. the npu-smi of an installed driver)
+            (upper / rel).chmod(0o755)
     port = free_port()
     boot = "\n".join(
         [

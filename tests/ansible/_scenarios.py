@@ -21,7 +21,7 @@ from typing import Any
 
 from tests.ansible._node import Node, npu_conf, start_node
 from tests.ansible._runner import STANDIN_NODE_VARS, Run, run_playbook
-from tests.ansible._standin import STANDIN_DIR, Versions, inventory_vars, write_packages
+from tests.ansible._standin import STANDIN_DIR, Versions, installed_driver, inventory_vars, write_packages
 
 V1 = Versions(driver="25.5.0", firmware="7.8.0.2.212")
 V2 = Versions(driver="25.5.1", firmware="7.8.0.5.216")
@@ -39,6 +39,7 @@ class Outcome:
     # `--tags verify` after each install that stopped for its reboot (the stand-in driver needs none)
     after_reboot: list[Run] = field(default_factory=list)
     kubectl_calls: list[list[str]] = field(default_factory=list)
+    before: dict[str, str] = field(default_factory=dict)  # node files written before the first run (seeded)
 
 
 @contextmanager
@@ -139,6 +140,36 @@ def check_then_upgrade(*, lower: Path, tmp: Path, key: Path) -> Outcome:
             v2.update(driver_package_base_url=url, cann_package_base_url=url)
             _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars=v2))
         outcome.after_reboot.append(run_playbook(node, tmp=tmp / "ansible", group_vars=v2, tags="verify"))
+    return outcome
+
+
+#: npu-smi process rows on a prepared node: the seed's unreaped engine workers, and one npu-smi cannot name.
+LEFTOVER_WORKERS = ["0,0,3154821,VLLM::Worker_TP,58520", "1,0,3154822,VLLM::Worker_TP,58512", "5,0,1333928,,37709"]
+
+
+def preflight_on_a_prepared_node(*, lower: Path, tmp: Path, key: Path) -> Outcome:
+    """`--tags preflight` on a node that has a driver (V1) as before an engine restart: leftover workers hold
+    HBM (fails), the same allowed (passes), the wider table of newer drivers (fails), then no process and a
+    minimum driver above the node's with no driver_version in the inventory (fails on version.info's)."""
+    outcome = Outcome()
+    conf = "/etc/ascend-standin/npu.conf"
+    seeded = {**installed_driver(V1), conf: npu_conf(npu_count=8, health=None, processes=LEFTOVER_WORKERS)}
+    with booted(lower, tmp / "node", key, extra_files=seeded) as node:
+        values = group_vars(V1, tmp / "packages")
+        outcome.before = node.written()
+
+        def run(**overrides: Any) -> None:
+            _record(outcome, node, run_playbook(node, tmp=tmp / "ansible", group_vars={**values, **overrides},
+                                                tags="preflight"))  # fmt: skip
+
+        run()
+        run(preflight_hbm_processes_allowed=True)
+        wide = npu_conf(npu_count=8, health=None, processes=LEFTOVER_WORKERS, container_column=True)
+        (node.upper / conf.lstrip("/")).write_text(wide)
+        run()
+        (node.upper / conf.lstrip("/")).write_text(npu_conf(npu_count=8, health=None))
+        run(preflight_min_driver_version="25.5.1", driver_version="")
+        run(preflight_min_driver_version="24.1.rc2", driver_version="")
     return outcome
 
 

@@ -86,3 +86,11 @@ def inventory_vars(versions: Versions, sums: dict[str, str]) -> dict[str, str]:
         "runtime_docker_runtime_version": versions.docker_runtime,
         "runtime_docker_runtime_sha256": by_prefix["Ascend-docker-runtime"],
     }
+
+
+def installed_driver(versions: Versions, *, install_path: str = "/usr/local/Ascend") -> dict[str, str]:
+    """Node path -> text of what the stand-in driver package leaves that preflight reads (version.info and
+    npu-smi), to boot a node that already has a driver without running the install (pure)."""
+    info = f"Version={versions.driver}\nascendhal_version=7.35.23\npackage_version={versions.driver}\n"
+    npu_smi = (STANDIN_DIR / "npu-smi").read_text().replace("@INSTALL_PATH@", install_path)
+    return {f"{install_path}/driver/version.info": info, "/usr/local/bin/npu-smi": npu_smi}

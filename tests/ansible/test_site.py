@@ -35,6 +35,7 @@ def outcomes(
 
     futures: dict[str, Future[sc.Outcome]] = {}
     start("first_install", sc.first_install, arm)
+    start("prepared_node", sc.preflight_on_a_prepared_node, arm)
     start("check_then_upgrade", sc.check_then_upgrade, arm)
     start("x86_64", sc.single_run, amd, node_kwargs={})
     start("npus_missing", sc.single_run, arm, node_kwargs={"npu_count": 6})
@@ -101,6 +102,53 @@ def test_second_run_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> 
     assert second.recap["changed"] == 0, second.output[-5000:]
     assert out.logs[1] == out.logs[0], "an installer ran again"
     assert out.written[1] == out.written[0], "the rerun wrote files"
+
+
+def test_the_rerun_checks_npu_smi_for_processes_holding_hbm(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "first_install")
+    # First run: no driver yet, no npu-smi, nothing to check; the rerun reads its process table (no process).
+    assert out.runs[0].statuses(HBM_CHECK) == ["skipping"]
+    assert out.runs[1].statuses(HBM_CHECK) == ["ok"]
+    assert "standin: no process outside a pod holds HBM." in out.runs[1].text
+
+
+HBM_CHECK = "TASK [preflight : Check that no process outside a pod holds HBM]"
+DRIVER_CHECK = "TASK [preflight : Check the driver version the operator's placement requires]"
+
+
+def test_preflight_names_processes_holding_hbm_before_an_engine_restart(
+    outcomes: dict[str, Future[sc.Outcome]],
+) -> None:
+    out = result(outcomes, "prepared_node")
+    held, allowed, wide = out.runs[0], out.runs[1], out.runs[2]
+    for run in (held, wide):  # npu-smi's table, and the wider one with "Process id in container"
+        assert run.rc != 0
+        assert run.statuses(HBM_CHECK) == ["fatal"]
+        assert "3 process(es) outside any Kubernetes pod hold HBM on standin" in run.text
+        assert "PID 3154821 (VLLM::Worker_TP) on NPU 0 chip 0, 58520 MB" in run.text
+        assert "PID 3154822 (VLLM::Worker_TP) on NPU 1 chip 0, 58512 MB" in run.text
+        assert "PID 1333928 (no name) on NPU 5 chip 0, 37709 MB" in run.text
+        assert "set preflight_hbm_processes_allowed to true" in run.text
+    assert allowed.rc == 0, allowed.output[-5000:]
+    assert "3 process(es) outside any Kubernetes pod hold HBM (PIDs 3154821, 3154822, 1333928), allowed by" in (
+        allowed.text
+    )
+    assert all(run.recap["changed"] == 0 for run in out.runs)
+    assert "usr/local/bin/npu-smi" in out.before
+    assert all(written == out.before for written in out.written), "a preflight run wrote to the node"
+
+
+def test_preflight_refuses_a_driver_below_the_services_minimum(outcomes: dict[str, Future[sc.Outcome]]) -> None:
+    out = result(outcomes, "prepared_node")
+    below, above = out.runs[3], out.runs[4]
+    assert below.rc != 0
+    assert below.statuses(DRIVER_CHECK) == ["fatal"]
+    assert "preflight_min_driver_version is 25.5.1" in below.text
+    assert "the node would run NPU driver 25.5.0 (/usr/local/Ascend/driver/version.info has Version=25.5.0)" in (
+        below.text
+    )
+    assert above.rc == 0, above.output[-5000:]
+    assert "standin: NPU driver 25.5.0 meets preflight_min_driver_version 24.1.rc2" in above.text
 
 
 def test_check_diff_on_an_installed_node_changes_nothing(outcomes: dict[str, Future[sc.Outcome]]) -> None:
