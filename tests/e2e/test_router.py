@@ -257,6 +257,37 @@ def test_requests_through_the_router_reach_every_ready_engine_and_only_those(
     assert discovered(base) == set(engines)
 
 
+def spread(engines: list[str], payloads: list[dict[str, Any]], base: str) -> list[int]:
+    """Send `payloads` at once through the router; how many each engine finished."""
+    before = {url: served(url) for url in engines}
+    assert Counter(r.status for r in fire(base, payloads)) == {200: len(payloads)}
+
+    def counted() -> list[int] | None:
+        parts = [served(url) - before[url] for url in engines]
+        return parts if sum(parts) == len(payloads) else None
+
+    return wait_for(counted, timeout=30, message=f"the {len(payloads)} requests counted by the engines")
+
+
+def test_a_repeated_prefix_goes_to_the_engine_that_served_it_under_cache_aware(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc], router_bin: str
+) -> None:
+    """The default policy, cache_aware: once an engine served a prompt, requests sharing most of it go to that
+    engine (its prefix cache), all of them even when they come at once; prompts of their own, sent at once,
+    spread over the engines by load. (The router leaves the prefix for the least loaded engine only when loads
+    differ by more than its balance thresholds, src/policies/cache_aware.rs:365; 8 requests do not.)"""
+    (base,) = routed_service(cluster, namespace, add_nodes, attach, router_bin)
+    engines = sorted(ready_engines(cluster, namespace))
+    prefix = " ".join(f"{uuid.uuid4().hex} shared context {i}" for i in range(40))
+    first = spread(engines, [{**body(), "prompt": f"{prefix} question 0"}], base)
+    pinned = first.index(1)
+    shared = spread(engines, [{**body(), "prompt": f"{prefix} question {i}"} for i in range(1, 9)], base)
+    own = spread(engines, [body() for _ in range(8)], base)
+    print(f"[router] cache_aware: first of a prefix on engine {pinned}; 8 more of it at once {shared}; 8 own {own}")
+    assert shared[pinned] == 8, f"requests sharing the prefix went elsewhere than engine {pinned}: {shared}"
+    assert all(part > 0 for part in own), f"prompts of their own did not spread: {own}"
+
+
 def test_a_hung_engine_gets_no_new_request_once_its_gate_falls_and_is_rolled_while_the_other_serves(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc], router_bin: str
 ) -> None:

@@ -13,6 +13,8 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
 - With an API key (`--api-key` or VLLM_API_KEY), requests under /v1, /v2 and /inference without a matching
   `Authorization: Bearer <key>` get 401 {"error": "Unauthorized"}, OPTIONS excepted; /health, /metrics,
   /version and /sim stay open (vllm/entrypoints/serve/utils/server_utils.py:42-93).
+- POST /v1/completions/render, /v1/chat/completions/render and /tokenize answer as vLLM's do, with the
+  simulator's own token ids (aissim/render.py): vllm-router's cache_aware policy routes on them.
 - GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
   config (known flags, flags dropped).
 """
@@ -20,6 +22,7 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
@@ -31,7 +34,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from aissim import openai, tokens
+from aissim import openai, render, tokens
 from aissim.calibration import VLLM_VERSION
 from aissim.engine import SimEngine
 from aissim.faults import Fault, FaultError, parse_fault_json
@@ -188,6 +191,18 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
     async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await generate(request, chat=True)
 
+    async def rendered(request: web.Request, *, chat: bool | None) -> web.Response:
+        """The render routes (chat True/False) and /tokenize (None): aissim/render.py."""
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _json(openai.ApiError(400, "request body is not valid JSON").body(), 400)
+        try:
+            out = render.tokenize_body(body, cfg=cfg) if chat is None else render.render_body(body, chat=chat, cfg=cfg)
+        except openai.ApiError as err:
+            return _json(err.body(), err.status)
+        return _json(out)
+
     async def faults_get(_: web.Request) -> web.Response:
         return _json({"faults": engine.faults.describe()})
 
@@ -233,6 +248,9 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions/render", functools.partial(rendered, chat=False))
+    app.router.add_post("/v1/chat/completions/render", functools.partial(rendered, chat=True))
+    app.router.add_post("/tokenize", functools.partial(rendered, chat=None))
     app.router.add_get("/sim/faults", faults_get)
     app.router.add_post("/sim/faults", faults_post)
     app.router.add_delete("/sim/faults", faults_delete)
