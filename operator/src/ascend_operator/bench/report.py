@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascend_operator.bench.compare import table
+
 SCHEMA = "bench.ascend.dev/v1"
 
 _POINT_REQUIRED = (
@@ -104,6 +106,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
             + " |"
         )
     lines = [*rows, "", f"**{doc.get('verdict', '?')}** ({doc.get('scenario')}, seed {doc.get('seed')})"]
+    if doc.get("mixed_ab"):
+        lines += ["", table(doc["mixed_ab"])]
     for check in doc.get("checks", []):
         lines.append(f"- {'ok' if check['ok'] else 'FAIL'} {check['name']}: {check['detail']}")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ascend_operator.bench.compare import mixed_ab_summary
 from ascend_operator.bench.prompts import prompt_key
 from ascend_operator.bench.rules import Thresholds, summarize
 from ascend_operator.bench.runner import Plan, ProgressFactory, Target, calibrate, run_point
@@ -61,32 +62,36 @@ async def prefill(
     return points
 
 
+@dataclass(frozen=True)
+class Mix:
+    """The mixed workload: 1 x long beside `short` closed-loop workers, `short_rounds` requests each."""
+
+    long_context: int
+    long_output: int
+    short: int
+    short_rounds: int
+    short_input: int
+    short_output: int
+
+
 async def mixed(
-    target: Target,
-    common: Common,
-    *,
-    long_context: int,
-    long_output: int,
-    short: int,
-    short_rounds: int,
-    short_input: int,
-    short_output: int,
+    target: Target, common: Common, mix: Mix, *, tag: str = "mixed"
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """1 x long beside `short` closed-loop short workers ("32 concurrent + 300K" = 1 x 300K + 31 short)."""
-    await calibrate(target, seed=common.seed, tokens=short_input)
-    plans = [
-        Plan(prompt_key(common.seed, "mixed", target.endpoint.label, "long"), long_context, long_output, kind="long")
-    ]
+    """1 x long beside `short` closed-loop short workers ("32 concurrent + 300K" = 1 x 300K + 31 short);
+    `tag` keeps each run's prompts its own (a repeated run must not hit the prefix cache)."""
+    await calibrate(target, seed=common.seed, tokens=mix.short_input)
+    label = target.endpoint.label
+    plans = [Plan(prompt_key(common.seed, tag, label, "long"), mix.long_context, mix.long_output, kind="long")]
     plans += [
-        Plan(prompt_key(common.seed, "mixed", target.endpoint.label, "short", i), short_input, short_output)
-        for i in range(short * short_rounds)
+        Plan(prompt_key(common.seed, tag, label, "short", i), mix.short_input, mix.short_output)
+        for i in range(mix.short * mix.short_rounds)
     ]
     batch = await run_point(
         target,
         plans,
-        concurrency=short + 1,
-        label=f"1x{long_context // 1024}K+{short}",
-        context=long_context,
+        concurrency=mix.short + 1,
+        label=f"1x{mix.long_context // 1024}K+{mix.short}",
+        context=mix.long_context,
         progress=common.progress,
     )
     point = summarize(batch, common.thresholds)
@@ -110,6 +115,7 @@ def mixed_summary(records: Sequence[Any], *, scale: float, point: dict[str, Any]
         "long_prompt_tokens": long.prompt_tokens,
         "long_completion_tokens": long.completion_tokens,
         "long_ttft_s": None if long.ttft_s is None else round(long.ttft_s * scale, 3),
+        "long_latency_s": round(long.latency_s * scale, 3) if long.ok else None,
         "long_max_gap_s": round(gap, 3),
         "long_progressing": long.ok and gap < STALL_GAP_S,
         "long_decode_tok_s": None if decode is None else round(decode, 2),
@@ -118,6 +124,7 @@ def mixed_summary(records: Sequence[Any], *, scale: float, point: dict[str, Any]
         "short_ttft_p50_s": round(shorts[len(shorts) // 2], 3) if shorts else None,
         "short_ttft_p99_s": round(shorts[min(len(shorts) - 1, round(0.99 * (len(shorts) - 1)))], 3) if shorts else None,
         "short_ttft_max_s": round(shorts[-1], 3) if shorts else None,
+        "output_tok_s": point["output_tok_s"],
         "kv_peak": point["engine"]["kv_peak"],
         "preemptions": point["engine"]["preemptions"],
     }
@@ -173,3 +180,19 @@ def ab_summary(points: Sequence[dict[str, Any]], a: str, b: str) -> dict[str, An
         ma, mb = sides[a][key]["mean"], sides[b][key]["mean"]
         diff[key] = round((mb - ma) / ma * 100, 2) if ma and mb is not None else None
     return {"a": a, "b": b, "sides": sides, "b_vs_a_pct": diff}
+
+
+async def mixed_ab(
+    a: Target, b: Target, common: Common, mix: Mix, *, rounds: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The mixed workload on two endpoints in one session, rounds interleaved (A B, B A, ...) so drift hits
+    both alike; each round's prompts are its own. The comparison is bench/compare.py's."""
+    points: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
+    for r in range(rounds):
+        for target in (a, b) if r % 2 == 0 else (b, a):
+            got, summary = await mixed(target, common, mix, tag=f"mixed-ab-r{r}")
+            points += got
+            summaries.append({**summary, "endpoint": target.endpoint.label, "round": r})
+    clock = a.clock.kind if a.clock.kind == b.clock.kind else f"{a.clock.kind}/{b.clock.kind}"
+    return points, mixed_ab_summary(summaries, a.endpoint.label, b.endpoint.label, clock=clock)

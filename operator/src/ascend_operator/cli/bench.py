@@ -59,6 +59,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
 
 
+def _add_workload(p: argparse.ArgumentParser, *, long_context: int) -> None:
+    """The mixed workload's knobs: 1 x long beside N short closed-loop workers."""
+    p.add_argument("--long-context", type=_tokens, default=long_context)
+    p.add_argument("--long-output", type=_tokens, default=1024)
+    p.add_argument("--short", type=int, default=31, help="short workers beside the long request")
+    p.add_argument("--short-rounds", type=int, default=2)
+    p.add_argument("--short-input", type=_tokens, default=1024)
+    p.add_argument("--short-output", type=_tokens, default=256)
+
+
+def _urls(text: str) -> tuple[str, ...]:
+    return tuple(u.strip() for u in text.split(",") if u.strip())
+
+
 def add_parser(sub: Any) -> None:
     bench = sub.add_parser("bench", help="benchmark an OpenAI endpoint with the seed's four rules built in")
     kinds = bench.add_subparsers(dest="scenario", required=True)
@@ -72,12 +86,22 @@ def add_parser(sub: Any) -> None:
     prefill.add_argument("--output-tokens", type=_tokens, default=16)
     prefill.add_argument("--rounds", type=int, default=1, help="fresh prompts per context length")
     mixed = kinds.add_parser("mixed", help="1 x long context beside N short requests (the acceptance workload)")
-    mixed.add_argument("--long-context", type=_tokens, default=300 * 1024)
-    mixed.add_argument("--long-output", type=_tokens, default=1024)
-    mixed.add_argument("--short", type=int, default=31, help="short workers beside the long request")
-    mixed.add_argument("--short-rounds", type=int, default=2)
-    mixed.add_argument("--short-input", type=_tokens, default=1024)
-    mixed.add_argument("--short-output", type=_tokens, default=256)
+    _add_workload(mixed, long_context=300 * 1024)
+    mixed_ab = kinds.add_parser(
+        "mixed-ab", help="the mixed workload on two endpoints in one session (e.g. aggregated vs prefill/decode)"
+    )
+    for side in ("a", "b"):
+        mixed_ab.add_argument(f"--url-{side}", required=True, help=f"base URL of endpoint {side.upper()}")
+        mixed_ab.add_argument(f"--label-{side}", default=side.upper())
+        mixed_ab.add_argument(
+            f"--metrics-{side}",
+            type=_urls,
+            default=(),
+            help="comma-separated engine URLs whose /metrics count this endpoint's requests (behind a router: "
+            "its engines; with prefill/decode: the decode engines, which count every prompt and output token)",
+        )
+    mixed_ab.add_argument("--rounds", type=int, default=2, help="rounds per endpoint, interleaved")
+    _add_workload(mixed_ab, long_context=256 * 1024)
     ab = kinds.add_parser("ab", help="A/B of two endpoints in one session, interleaved rounds")
     ab.add_argument("--url-a", required=True)
     ab.add_argument("--url-b", required=True)
@@ -94,7 +118,7 @@ def add_parser(sub: Any) -> None:
         p.add_argument("-n", "--namespace", default="default", help="namespace of --service")
         p.add_argument("--kubeconfig", help="kubeconfig for --service (default: $KUBECONFIG, ~/.kube/config)")
         p.add_argument("--pods-only", action="store_true", help="with --service: skip the Service's cluster IP")
-    for p in (sweep, prefill, mixed, ab):
+    for p in (sweep, prefill, mixed, ab, mixed_ab):
         _common(p)
     bench.set_defaults(func=cmd_bench)
 
@@ -140,23 +164,21 @@ async def _scenario(args: argparse.Namespace, t: Target, common: scenarios.Commo
             t, common, contexts=args.contexts, out=args.output_tokens, rounds=args.rounds
         )
     else:
-        points, summary = await scenarios.mixed(
-            t,
-            common,
-            long_context=args.long_context,
-            long_output=args.long_output,
-            short=args.short,
-            short_rounds=args.short_rounds,
-            short_input=args.short_input,
-            short_output=args.short_output,
-        )
+        points, summary = await scenarios.mixed(t, common, _workload(args))
         doc["points"] += points
         doc.setdefault("mixed", {})[t.endpoint.label] = summary
+
+
+def _workload(args: argparse.Namespace) -> scenarios.Mix:
+    keys = ("long_context", "long_output", "short", "short_rounds", "short_input", "short_output")
+    return scenarios.Mix(**{key: getattr(args, key) for key in keys})
 
 
 async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict[str, Any]) -> None:
     if args.scenario == "ab":
         urls = [Url(args.label_a, args.url_a, ()), Url(args.label_b, args.url_b, ())]
+    elif args.scenario == "mixed-ab":
+        urls = [Url(args.label_a, args.url_a, args.metrics_a), Url(args.label_b, args.url_b, args.metrics_b)]
     elif args.service:
         urls = await _resolve_service(args, doc)
     else:
@@ -178,6 +200,10 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
                 inp=args.input_tokens,
                 out=args.output_tokens,
                 rounds=args.rounds,
+            )
+        elif args.scenario == "mixed-ab":
+            doc["points"], doc["mixed_ab"] = await scenarios.mixed_ab(
+                targets[0], targets[1], common, _workload(args), rounds=args.rounds
             )
         else:
             for target in targets:  # each engine pod, then the Service
@@ -231,6 +257,11 @@ def write_outputs(doc: dict[str, Any], out: Path) -> list[Path]:
         else:
             write_plot(doc, out / "result.png")
             written.append(out / "result.png")
+            if doc.get("mixed_ab"):
+                from ascend_operator.bench.compare import write_plot as write_comparison
+
+                write_comparison(doc["mixed_ab"], out / "comparison.png", title="aisctl bench mixed-ab")
+                written.append(out / "comparison.png")
     return written
 
 
