@@ -234,8 +234,8 @@ def test_a_node_noded_reports_unhealthy_rolls_its_pod_once_and_its_successor_wai
     rolls = [r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["reason"] == "NodeUnhealthy"]
     assert len(rolls) == 1, rolls
     ready = next(c for c in ais(cluster, namespace, "svc")["status"]["conditions"] if c["type"] == "Ready")
-    assert f"kept off node(s) {node} (NodeD reports node {node} UnHealthy): waiting for free NPUs" in (
-        ready["message"]
+    assert (
+        f"kept off node(s) {node} (NodeD reports node {node} UnHealthy): waiting for free NPUs" in (ready["message"])
     ), ready
 
     [other] = add_nodes(1)
@@ -246,6 +246,50 @@ def test_a_node_noded_reports_unhealthy_rolls_its_pod_once_and_its_successor_wai
         message="a successor placed on the node that came",
     )
     assert successor["spec"]["nodeName"] == other
+
+
+def test_eight_chips_failing_at_once_are_one_node_cause_and_one_roll(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """All 8 chips of one node reported at SeparateNPU in one write (a board or HCCS ring failure): one cause,
+    NodeUnhealthy naming the node, one roll, not eight NPUFault rolls; the replica on the healthy node keeps
+    serving untouched, and the successor, kept off the failed node, waits for capacity with a message saying
+    so (the only other node is full) while no further deletion happens."""
+    nodes = add_nodes(2)
+    label_nodes(cluster, nodes, namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, replicas=2, health=FAST), namespace=namespace)
+    wait_for(lambda: sorted(gate(p) for p in live(cluster, namespace)) == ["True/CanaryPassing"] * 2, timeout=150,
+             message="both replicas Ready")  # fmt: skip
+    before = live(cluster, namespace)
+    for pod in before:
+        mount_chips(cluster, namespace, pod)
+    failed = before[0]["spec"]["nodeName"]
+    healthy = next(p for p in before if p["spec"]["nodeName"] != failed)
+
+    t_fault = time.monotonic()
+    drop_chip(cluster, failed, 0)
+    plugin_report(cluster, failed, [chip_fault(f"Ascend910-{i}", "SeparateNPU", "80E18402") for i in range(8)])
+    wait_for(lambda: (ais(cluster, namespace, "svc").get("status") or {}).get("rolls"), timeout=60,
+             message="a roll")  # fmt: skip
+    t_roll = time.monotonic()
+    print(f"\n[npu] 8 chips SeparateNPU at once -> roll record: {t_roll - t_fault:.1f}s")
+    more_passes(npu_operator[1], health=10, reconcile=3)
+    status = ais(cluster, namespace, "svc")["status"]
+    (roll,) = status["rolls"]
+    assert roll["reason"] == "NodeUnhealthy"
+    assert f"8 of 8 chips of node {failed} are faulty" in roll["message"]
+    assert roll["uid"] == before[0]["metadata"]["uid"]
+    now = live(cluster, namespace)
+    assert healthy["metadata"]["uid"] in [p["metadata"]["uid"] for p in now]
+    assert gate(next(p for p in now if p["metadata"]["uid"] == healthy["metadata"]["uid"])) == "True/CanaryPassing"
+    assert all(p["spec"].get("nodeName") != failed for p in now), "a successor was placed on the failed node"
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert f"kept off node(s) {failed} (8 of 8 chips of node {failed} are faulty" in ready["message"], ready
 
 
 def test_no_noded_report_and_no_free_chip_is_a_healthy_node(
