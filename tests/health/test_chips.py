@@ -45,7 +45,7 @@ def fault(chip: int, level: str, codes: str = "80E18402", *, network: bool = Fal
     }
 
 
-def device_info(*faults: dict[str, Any], free: str = "") -> dict[str, str]:
+def device_info(*faults: dict[str, Any], free: str = "", age: float = 0.0) -> dict[str, str]:
     """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42)."""
     unhealthy = ",".join(f["npu_name"] for f in faults if f["fault_type"] == "CardUnhealthy")
     devices = {
@@ -55,7 +55,8 @@ def device_info(*faults: dict[str, Any], free: str = "") -> dict[str, str]:
         "huawei.com/Ascend910-Recovering": "",
         "huawei.com/Ascend910-Unhealthy": unhealthy,
     }
-    doc = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": int(NOW)}, "SuperPodID": -2, "ServerIndex": -2}
+    stamp = int(NOW - age)
+    doc = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": stamp}, "SuperPodID": -2, "ServerIndex": -2}
     return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": "x"})}
 
 
@@ -106,6 +107,14 @@ CASES: list[tuple[str, dict[str, str] | None, str, dict[str, str] | None, bool, 
      {**device_info(), "ManuallySeparateNPU": "Ascend910-5"}, ALL, None, False, "Ascend910-5"),
     ("manually separated chip the pod does not hold", {**device_info(), "ManuallySeparateNPU": "Ascend910-5"},
      "Ascend910-0", None, False, None),
+    ("a report 14 min old: the plugin is late but not gone", device_info(fault(4, "SeparateNPU"), age=840), ALL,
+     None, False, "Ascend910-4"),
+    ("a report 16 min old: the plugin stopped, its faults are not acted on",
+     device_info(fault(4, "SeparateNPU"), age=960), ALL, None, False, None),
+    ("eight chips in a stale report: not a node cause", device_info(*(fault(i, "SeparateNPU") for i in range(8)),
+     age=960), ALL, None, False, None),
+    ("NodeD UnHealthy beside a stale plugin report: NodeD decides", device_info(age=960), ALL,
+     node_info("UnHealthy"), False, "node"),
     ("a plugin that names its chips huawei.com/npu", npu_named(fault(1, "SeparateNPU")), "npu-0,npu-1", None, False,
      "npu-1"),
 ]  # fmt: skip
@@ -152,12 +161,14 @@ def test_the_documentations_own_example_reads_as_the_plugin_means_it() -> None:
         "Ascend910-4": ("SeparateNPU", False, ("A8028801", "A4028801", "80E18402", "80E18401")),
     }
     assert report.faults[1].since == 1744167455.784  # the plugin's fault_time is in milliseconds
-    single = judge_chips(report, {"Ascend910-0", "Ascend910-4"}, group_member=False, now=NOW)
+    assert report.updated is not None
+    now = report.updated + 60  # judged a minute after the plugin wrote it (a 2025 report is stale today)
+    single = judge_chips(report, {"Ascend910-0", "Ascend910-4"}, group_member=False, now=now)
     assert single is not None
     assert (single.chip, single.level) == ("Ascend910-4", "SeparateNPU")
     # a pod on chip 0 alone: its network fault matters only to a group spanning nodes
-    assert judge_chips(report, {"Ascend910-0"}, group_member=False, now=NOW) is None
-    assert observed_only(report, {"Ascend910-0"}, group_member=False, now=NOW) == (
+    assert judge_chips(report, {"Ascend910-0"}, group_member=False, now=now) is None
+    assert observed_only(report, {"Ascend910-0"}, group_member=False, now=now) == (
         "Ascend910-0: PreSeparateNPU (81078603)",
     )
 
@@ -201,3 +212,13 @@ def test_the_machine_takes_the_pod_out_and_asks_for_a_roll_even_while_it_drains(
     healed, verdict, _ = step(PodHealth(chips=finding), Observations(), now=NOW, cfg=HealthSpec())
     assert healed.chips is None  # the plugin cleared it: the next pass judges the engine again
     assert verdict.reason != reason.value
+
+
+def test_a_stale_report_says_so_among_what_is_reported_but_not_acted_on() -> None:
+    report = node_report("atlas-0", device_info(fault(4, "SeparateNPU"), age=960), None)
+    seen = observed_only(report, {"Ascend910-4"}, group_member=False, now=NOW)
+    assert seen[0] == (
+        "the Ascend device plugin's report of node atlas-0 is 960s old (it rewrites it at least every 300s): "
+        "the plugin has stopped, its faults are not acted on"
+    )
+    assert seen[1].startswith("Ascend910-4: SeparateNPU")

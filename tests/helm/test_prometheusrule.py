@@ -30,6 +30,7 @@ ALERTS = [
     "AscendCanaryFailures",
     "AscendNPUFault",
     "AscendNodeUnhealthy",
+    "AscendDevicePluginReportStale",
     "AscendPodOnFaultyChip",
     "AscendKVCacheNearlyFull",
 ]
@@ -369,6 +370,31 @@ SCENARIOS += [
                     )
                 ],
             )
+        ],
+    },
+    {
+        "name": "A plugin that stopped writing fires once its report is 15 minutes old for 5; a writing one never",
+        "series": [
+            ('ascend_operator_chip_report_timestamp_seconds{node="atlas-0"}', "0x30"),
+            ('ascend_operator_chip_report_timestamp_seconds{node="atlas-1"}', "0+60x30"),
+        ],
+        "alerts": [
+            ("AscendDevicePluginReportStale", "19m", []),
+            (
+                "AscendDevicePluginReportStale",
+                "21m",
+                [
+                    (
+                        {"node": "atlas-0", "severity": "warning"},
+                        {
+                            "summary": "The Ascend device plugin's report of node atlas-0 is stale",
+                            "description": "The device plugin last reported node atlas-0 21m 0s ago (it rewrites "
+                            "its report at least every 5 minutes): the plugin has stopped, and the operator does "
+                            "not act on the faults of a report over 15 minutes old.",
+                        },
+                    )
+                ],
+            ),
         ],
     },
     {

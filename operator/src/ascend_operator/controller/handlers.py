@@ -97,7 +97,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         memo.node_labels.start()
     if memo.chip_reports is not None:
         reports = memo.chip_reports
-        memo.chip_reports.start(on_change=lambda _: publish_chip_reports(reports.reports()))
+        memo.chip_reports.start(on_change=lambda _: publish_chip_reports(reports.reports(), now=time.time()))
     # no connector-wide limit (aiohttp's default 100 would queue a 200-service fleet's canaries inside
     # their timeouts); EngineClient bounds scrapes and canaries itself, before their timeouts start
     memo.engines = EngineClient(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
@@ -302,7 +302,8 @@ def _unhealthy_nodes(reports: ChipReports) -> Callable[[], dict[str, str]]:
     """The nodes MindCluster takes out whole (health/chips.py `node_unhealthy`), node -> why."""
 
     def unhealthy() -> dict[str, str]:
-        return {r.node: why for r in reports.reports() if (why := node_unhealthy(r)) is not None}
+        now = time.time()
+        return {r.node: why for r in reports.reports() if (why := node_unhealthy(r, now=now)) is not None}
 
     return unhealthy
 

@@ -68,12 +68,18 @@ NPU_FAULTS = Gauge(
     "1 per chip the Ascend device plugin reports faulty, by node, chip and MindCluster fault level (with --npu-faults)",
     ["node", "chip", "level"],
 )
+CHIP_REPORT_TIME = Gauge(
+    "ascend_operator_chip_report_timestamp_seconds",
+    "DeviceInfo.UpdateTime of the Ascend device plugin's last report of a node (it rewrites it at least every "
+    "5 minutes; older than 15 the operator stops acting on it) (with --npu-faults)",
+    ["node"],
+)
 NODE_UNHEALTHY = Gauge(
     "ascend_operator_node_unhealthy",
     "1 per node NodeD reports UnHealthy or with most of its chips faulty (with --npu-faults)",
     ["node"],
 )
-_CHIP_SERIES: dict[str, set[tuple[str, ...]]] = {"faults": set(), "nodes": set()}
+_CHIP_SERIES: dict[str, set[tuple[str, ...]]] = {"faults": set(), "nodes": set(), "stamps": set()}
 ROUTER_ADMISSION = Gauge(
     "ascend_operator_router_admission_limit",
     "What the service's router replicas admit together: `concurrent` requests at once, `queue` more waiting",
@@ -261,16 +267,25 @@ def record_pass(loop: str, seconds: float) -> None:
     PASS_SECONDS.labels(loop).observe(seconds)
 
 
-def publish_chip_reports(reports: Iterable[NodeReport]) -> None:
+def publish_chip_reports(reports: Iterable[NodeReport], *, now: float) -> None:
     """The fleet's NPU faults as the device plugin and NodeD report them (every node the caches hold), so an
-    alert names node, chip and level even after the pod on the chip was rolled; cleared faults go."""
+    alert names node, chip and level even after the pod on the chip was rolled; cleared faults go. Each
+    report's time goes too, so an alert sees a plugin that stopped writing (`time() - ...`)."""
     faults: set[tuple[str, ...]] = set()
     nodes: set[tuple[str, ...]] = set()
+    stamps: dict[tuple[str, ...], float] = {}
     for report in reports:
         for fault in report.faults:
             faults.add((report.node, fault.chip, fault.level))
-        if node_unhealthy(report) is not None:
+        if node_unhealthy(report, now=now) is not None:
             nodes.add((report.node,))
+        if report.updated is not None:
+            stamps[(report.node,)] = report.updated
+    for labels, stamp in stamps.items():
+        CHIP_REPORT_TIME.labels(*labels).set(stamp)
+    for labels in _CHIP_SERIES["stamps"] - set(stamps):
+        CHIP_REPORT_TIME.remove(*labels)
+    _CHIP_SERIES["stamps"] = set(stamps)
     for labels in faults:
         NPU_FAULTS.labels(*labels).set(1.0)
     for labels in nodes:

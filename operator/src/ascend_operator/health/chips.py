@@ -77,6 +77,12 @@ RESTART_REQUEST_SECONDS = 60.0
 NETWORK = "CardNetworkUnhealthy"
 #: NodeD's status of a node that must not run workloads.
 NODE_UNHEALTHY = "UnHealthy"
+#: The plugin rewrites its report on every change and, unchanged, every 5 minutes (device/ascendcommon.go
+#: 385-388, defaultUpdateTimeInterval), stamping DeviceInfo.UpdateTime (common/device.go:149). A report
+#: older than three of those rewrites is a plugin that stopped (crashed, evicted, its node cut off): what it
+#: says is no longer known to be true, so its faults are reported and not acted on (an engine on a chip that
+#: really failed still stops progressing, which the engine's own detectors catch).
+STALE_SECONDS = 900.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,8 @@ class NodeReport:
     unhealthy: frozenset[str] = frozenset()
     node_status: str = "Healthy"
     problems: tuple[str, ...] = ()
+    updated: float | None = None
+    """DeviceInfo.UpdateTime: epoch seconds of the plugin's last write, None when it gave none."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,9 @@ def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
         problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: {len(entries) - len(faults)} entries unread")
     faults += _manually_separated(data, already={f.chip for f in faults if f.level == MANUALLY_SEPARATED})
     unhealthy = frozenset(c for c in str(devices.get(unhealthy_key) or "").split(",") if c)
-    return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems))
+    stamp = json.loads(raw)["DeviceInfo"].get("UpdateTime")
+    updated = float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
+    return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems), updated=updated)
 
 
 def _manually_separated(data: Mapping[str, str] | None, *, already: set[str]) -> list[ChipFault]:
@@ -202,10 +212,23 @@ def node_report(node: str, device_info: Mapping[str, str] | None, node_info: Map
     return replace(report, node_status=status, problems=problems)
 
 
-def node_unhealthy(report: NodeReport, *, chips_per_node: int = 8) -> str | None:
-    """Why the whole node is out (NodeD says so, or more than half its chips have faults acted on), else None."""
+def stale(report: NodeReport, *, now: float) -> str | None:
+    """Why the plugin's report of the node is no longer believed (older than STALE_SECONDS), else None."""
+    if report.updated is None or now - report.updated <= STALE_SECONDS:
+        return None
+    return (
+        f"the Ascend device plugin's report of node {report.node} is {now - report.updated:.0f}s old (it rewrites "
+        f"it at least every 300s): the plugin has stopped, its faults are not acted on"
+    )
+
+
+def node_unhealthy(report: NodeReport, *, now: float, chips_per_node: int = 8) -> str | None:
+    """Why the whole node is out (NodeD says so, or more than half its chips have faults acted on in a report
+    that is not stale), else None."""
     if report.node_status == NODE_UNHEALTHY:
         return f"NodeD reports node {report.node} {NODE_UNHEALTHY}"
+    if stale(report, now=now) is not None:
+        return None
     bad = sorted({f.chip for f in report.faults if f.level in ACTED_ON and not f.network})
     if len(bad) > chips_per_node // 2:
         return f"{len(bad)} of {chips_per_node} chips of node {report.node} are faulty ({', '.join(bad)})"
@@ -217,8 +240,10 @@ def judge_chips(
 ) -> ChipFinding | None:
     """The pod's hardware verdict: None, its node (the judge's NodeUnhealthy), or its most serious chip
     fault (NPUFault)."""
-    if (why := node_unhealthy(report, chips_per_node=chips_per_node)) is not None:
+    if (why := node_unhealthy(report, now=now, chips_per_node=chips_per_node)) is not None:
         return ChipFinding(node_wide=True, message=why)
+    if stale(report, now=now) is not None:
+        return None
     held = set(chips)
     acted = [f for f in report.faults if f.chip in held and _acts(f, group_member=group_member, now=now)]
     if not acted:
@@ -234,8 +259,10 @@ def judge_chips(
 
 def observed_only(report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float) -> tuple[str, ...]:
     """Faults on the pod's chips this operator reports but does not act on (sub-health, not handled, a
-    RestartRequest inside its 60 s, a network fault of a single-node engine)."""
+    RestartRequest inside its 60 s, a network fault of a single-node engine, any fault of a stale report)."""
     held = set(chips)
+    if (why := stale(report, now=now)) is not None:
+        return (why, *(f"{f.chip}: {f.level} ({', '.join(f.codes)})" for f in report.faults if f.chip in held))
     return tuple(
         f"{f.chip}: {f.level} ({', '.join(f.codes)})"
         for f in report.faults
