@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from ascend_operator.health.chips import check_code
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
@@ -72,7 +73,8 @@ def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, 
         "huawei.com/Ascend910-Recovering": "",
         "huawei.com/Ascend910-Unhealthy": ",".join(f["npu_name"] for f in faults),
     }
-    info = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": int(time.time())}, "SuperPodID": -2, "CheckCode": "x"}
+    device_info = {"DeviceList": devices, "UpdateTime": int(time.time())}
+    info = {"DeviceInfo": device_info, "SuperPodID": -2, "CheckCode": check_code(device_info)}
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -86,7 +88,8 @@ def noded_report(cluster: Cluster, node: str, status: str, faults: list[dict[str
     """What NodeD writes for `node` when it has faults (noded/pkg/common/type.go:50-79: NodeInfoCM, FaultDev;
     configmap_reporter.go:104-125: namespace mindx-dl, label mx-consumer-cim=true, data NodeInfo and
     updateTime). The example in the MindCluster docs: tests/fixtures/mindcluster/nodeinfo-docs-example.json."""
-    info = {"NodeInfo": {"FaultDevList": faults, "NodeStatus": status}, "CheckCode": "x"}
+    node_info = {"FaultDevList": faults, "NodeStatus": status}
+    info = {"NodeInfo": node_info, "CheckCode": check_code(node_info)}
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -17,6 +17,7 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.chips import (
     ChipFinding,
+    check_code,
     judge_chips,
     node_report,
     observed_only,
@@ -57,19 +58,27 @@ def device_info(*faults: dict[str, Any], free: str = "", age: float = 0.0) -> di
     }
     stamp = int(NOW - age)
     doc = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": stamp}, "SuperPodID": -2, "ServerIndex": -2}
-    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": "x"})}
+    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": check_code(doc["DeviceInfo"])})}
+
+
+def signed(device_info: dict[str, Any]) -> dict[str, str]:
+    """A report whose DeviceInfo is as given, with the CheckCode the plugin would write for it."""
+    return {"DeviceInfoCfg": json.dumps({"DeviceInfo": device_info, "CheckCode": check_code(device_info)})}
 
 
 def npu_named(*faults: dict[str, Any]) -> dict[str, str]:
     """The same report from a plugin that renames `huawei.com/Ascend910` keys and `Ascend910-` chips to
     `huawei.com/npu` and `npu-` (customname/public_name_config.go:203-215)."""
     text = device_info(*faults)["DeviceInfoCfg"]
-    return {"DeviceInfoCfg": text.replace("huawei.com/Ascend910", "huawei.com/npu").replace("Ascend910-", "npu-")}
+    doc = json.loads(text.replace("huawei.com/Ascend910", "huawei.com/npu").replace("Ascend910-", "npu-"))
+    # renamed before the write (ascendcommon.go writeDeviceInfoCm), so the CheckCode covers the new names
+    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": check_code(doc["DeviceInfo"])})}
 
 
 def node_info(status: str) -> dict[str, str]:
     """NodeD's ConfigMap data (noded/pkg/common/type.go:50-79)."""
-    return {"NodeInfo": json.dumps({"NodeInfo": {"FaultDevList": [], "NodeStatus": status}, "CheckCode": "x"})}
+    info = {"FaultDevList": [], "NodeStatus": status}
+    return {"NodeInfo": json.dumps({"NodeInfo": info, "CheckCode": check_code(info)})}
 
 
 def verdict(
@@ -177,9 +186,9 @@ def test_the_documentations_own_example_reads_as_the_plugin_means_it() -> None:
     ("data", "problem"),
     [
         ({"DeviceInfoCfg": "{not json"}, "DeviceInfoCfg: not the plugin's DeviceInfo JSON"),
-        ({"DeviceInfoCfg": json.dumps({"DeviceInfo": {"DeviceList": {"huawei.com/Ascend910-Fault": "[{"}}})},
+        (signed({"DeviceList": {"huawei.com/Ascend910-Fault": "[{"}}),
          "DeviceInfoCfg.DeviceList[huawei.com/Ascend910-Fault]: not a JSON list"),
-        ({"DeviceInfoCfg": json.dumps({"DeviceInfo": {"DeviceList": {"huawei.com/Ascend910-Fault": '[{"x": 1}]'}}})},
+        (signed({"DeviceList": {"huawei.com/Ascend910-Fault": '[{"x": 1}]'}}),
          "DeviceInfoCfg.DeviceList[huawei.com/Ascend910-Fault]: 1 entries unread"),
     ],
 )  # fmt: skip
@@ -222,3 +231,37 @@ def test_a_stale_report_says_so_among_what_is_reported_but_not_acted_on() -> Non
         "the plugin has stopped, its faults are not acted on"
     )
     assert seen[1].startswith("Ascend910-4: SeparateNPU")
+
+
+#: Go 1.26's encoding/json + crypto/sha256 on the same values (a 20-line program, run once): what
+#: MindCluster's MakeDataHash gives. HTML characters and U+2028 are escaped by Go, a nil slice is null.
+GO_HASHES = [
+    ({"a": "<&>\u2028é"}, "f1b015ab92f2e6c2f592192d96fda7390668ab3c23bde3b3774e95380c04e939"),
+    ({"FaultDevList": [{"DeviceType": "NPU", "DeviceId": 3, "FaultCode": ["2C000031"], "FaultLevel": "SeparateFault"}],
+      "NodeStatus": "UnHealthy"}, "6d7c4b0161fa7bbcd4465b368684b71d14a536be21d1273483bb2ba22f22a68b"),
+    ({"FaultDevList": None, "NodeStatus": "Healthy"},
+     "0e41611c88c69578c004cb930ce23dc99e68844eae5cbac1ea0b6a9f789bfaf0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "expected"), GO_HASHES)
+def test_check_code_is_gos_hash(value: object, expected: str) -> None:
+    assert check_code(value) == expected
+
+
+def test_the_plugins_own_check_code_matches_and_an_altered_report_is_not_acted_on() -> None:
+    example = json.loads((FIXTURES / "deviceinfo-docs-example.json").read_text())
+    doc = json.loads(example["DeviceInfoCfg"])
+    assert check_code(doc["DeviceInfo"]) == doc["CheckCode"]  # the MindCluster docs' real report
+    edited = dict(doc, DeviceInfo=dict(doc["DeviceInfo"], UpdateTime=doc["DeviceInfo"]["UpdateTime"] + 1))
+    report = parse_device_info("atlas-a3", {"DeviceInfoCfg": json.dumps(edited)})
+    assert report.faults == ()
+    assert report.problems == (
+        "DeviceInfoCfg.CheckCode does not match DeviceInfo (the report was altered or truncated): not acted on",
+    )
+    noded = {"NodeInfo": json.dumps({"NodeInfo": {"FaultDevList": [], "NodeStatus": "UnHealthy"}, "CheckCode": "x"})}
+    altered = node_report("atlas-0", device_info(), noded)
+    assert altered.node_status == "Healthy"
+    assert altered.problems == (
+        "NodeInfo.CheckCode does not match NodeInfo (the report was altered or truncated): not acted on",
+    )

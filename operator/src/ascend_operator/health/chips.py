@@ -32,6 +32,7 @@ over RoCE; a single-node engine uses HCCS within the node. A node NodeD calls Un
 than half its chips faulty, is one cause, `NodeUnhealthy`, for every pod on it.
 """
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -139,17 +140,45 @@ def _fault(entry: Mapping[str, object]) -> ChipFault | None:
     return ChipFault(chip=chip, level=level, codes=codes, network=network, since=min(at, default=None))
 
 
+#: What Go's encoding/json escapes in strings and Python's json.dumps does not (encode.go: HTMLEscape, and
+#: U+2028/U+2029 always).
+_GO_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def check_code(value: object) -> str:
+    """MindCluster's MakeDataHash (ascend-device-plugin pkg/common/common.go:135-147; NodeD's
+    configmap_reporter.go:65): SHA-256 of Go's json.Marshal of the report's DeviceInfo / NodeInfo. Re-encoded
+    compactly in the order the writer (Go: struct fields in order, map keys sorted) gave; it reproduces the
+    CheckCode of the device plugin's example in the MindCluster docs (tests/fixtures/mindcluster)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in _GO_ESCAPES:
+        text = text.replace(char, escaped)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _altered(doc: Mapping[str, object], part: str) -> str | None:
+    """A problem when `doc`'s CheckCode is not its `part`'s hash: MindCluster's ClusterD refuses such a report
+    (clusterd pkg/domain/device/device_util.go:35-37, node/node_util.go:40-42), and so does this operator."""
+    code = doc.get("CheckCode")
+    if isinstance(code, str) and code == check_code(doc.get(part)):
+        return None
+    return f"CheckCode does not match {part} (the report was altered or truncated): not acted on"
+
+
 def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
     """The plugin's ConfigMap data for `node`; a part that does not parse is a named problem, never an error."""
     raw = (data or {}).get(DEVICE_INFO_KEY)
     if raw is None:
         return NodeReport(node=node)
     try:
-        devices = json.loads(raw)["DeviceInfo"]["DeviceList"]
+        doc = json.loads(raw)
+        devices = doc["DeviceInfo"]["DeviceList"]
     except (ValueError, KeyError, TypeError):
         devices = None
     if not isinstance(devices, dict):
         return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}: not the plugin's DeviceInfo JSON",))
+    if (altered := _altered(doc, "DeviceInfo")) is not None:
+        return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}.{altered}",))
     prefix = NPU_RESOURCE_PREFIX if f"{NPU_RESOURCE_PREFIX}-Fault" in devices else CHIP_RESOURCE
     fault_key, unhealthy_key = f"{prefix}-Fault", f"{prefix}-Unhealthy"
     problems: list[str] = []
@@ -164,7 +193,7 @@ def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
         problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: {len(entries) - len(faults)} entries unread")
     faults += _manually_separated(data, already={f.chip for f in faults if f.level == MANUALLY_SEPARATED})
     unhealthy = frozenset(c for c in str(devices.get(unhealthy_key) or "").split(",") if c)
-    stamp = json.loads(raw)["DeviceInfo"].get("UpdateTime")
+    stamp = doc["DeviceInfo"].get("UpdateTime")
     updated = float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
     return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems), updated=updated)
 
@@ -185,9 +214,12 @@ def parse_node_info(data: Mapping[str, str] | None) -> tuple[str, str | None]:
     if raw is None:
         return "Healthy", None
     try:
-        status = json.loads(raw)["NodeInfo"]["NodeStatus"]
+        doc = json.loads(raw)
+        status = doc["NodeInfo"]["NodeStatus"]
     except (ValueError, KeyError, TypeError):
         return "Healthy", f"{NODE_INFO_KEY}: not NodeD's NodeInfo JSON"
+    if (altered := _altered(doc, "NodeInfo")) is not None:
+        return "Healthy", f"{NODE_INFO_KEY}.{altered}"
     return (status, None) if isinstance(status, str) else ("Healthy", f"{NODE_INFO_KEY}.NodeStatus: not a string")
 
 
