@@ -158,13 +158,17 @@ def test_npu_faults_are_series_by_node_chip_and_level_and_go_when_the_plugin_cle
     bad = ChipFault(chip="Ascend910-4", level="SeparateNPU", codes=("80E18402",), network=False, since=None)
     eight = tuple(ChipFault(f"Ascend910-{i}", "SeparateNPU", ("80E18402",), False, None) for i in range(8))
     metrics.publish_chip_reports(
-        [NodeReport(node="atlas-0", faults=(bad,)), NodeReport(node="atlas-1", faults=eight)], now=0.0
+        [NodeReport(node="atlas-0", faults=(bad,), updated=1700.0), NodeReport(node="atlas-1", faults=eight)],
+        now=1800.0,
     )
     assert value("ascend_operator_npu_faults", node="atlas-0", chip="Ascend910-4", level="SeparateNPU") == 1.0
+    assert value("ascend_operator_chip_report_timestamp_seconds", node="atlas-0") == 1700.0
+    assert value("ascend_operator_chip_report_timestamp_seconds", node="atlas-1") is None  # it gave no time
     assert value("ascend_operator_node_unhealthy", node="atlas-1") == 1.0
     assert value("ascend_operator_node_unhealthy", node="atlas-0") is None
     names = {s.name for f in text_string_to_metric_families(generate_latest(REGISTRY).decode()) for s in f.samples}
     assert names >= metrics.FLEET_EXPORTED
-    metrics.publish_chip_reports([NodeReport(node="atlas-0")], now=0.0)  # the plugin cleared both nodes' faults
+    metrics.publish_chip_reports([NodeReport(node="atlas-0")], now=1800.0)  # the plugin cleared both nodes' faults
+    assert value("ascend_operator_chip_report_timestamp_seconds", node="atlas-0") is None
     assert value("ascend_operator_npu_faults", node="atlas-0", chip="Ascend910-4", level="SeparateNPU") is None
     assert value("ascend_operator_node_unhealthy", node="atlas-1") is None

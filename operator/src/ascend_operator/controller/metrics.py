@@ -116,6 +116,7 @@ FLEET_EXPORTED = frozenset(
         *(f"ascend_operator_pass_duration_seconds{suffix}" for suffix in ("_bucket", "_count", "_sum")),
         "ascend_operator_npu_faults",
         "ascend_operator_node_unhealthy",
+        "ascend_operator_chip_report_timestamp_seconds",
     }
 )
 #: Series names per service (counters with their `_total` suffix as scraped).
