@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aissim.calibration import REFERENCE_UTILIZATION
+from aissim.calibration import KV_LINK_GBPS, REFERENCE_UTILIZATION
 from aissim.group import GroupArgs, group_args
 from ascend_operator.contract import additional_config as ascend
 from ascend_operator.contract import flags as F
@@ -44,6 +44,8 @@ class SimOptions:
     drop_args: tuple[str, ...] = ()
     seed: int = 0
     model_type: str = "deepseek_v4"
+    kv_transfer_gbps: float = KV_LINK_GBPS
+    """GB/s per NPU a prompt's KV moves at between a prefill and a decode engine (calibration.KV_LINK_GBPS)."""
     dense: bool = False
     """The served model has no MoE layers: vLLM runs its DP ranks as independent engines
     (vllm/v1/engine/core.py:1189-1200), so a lost peer of a group stops only its own ranks."""
@@ -90,6 +92,13 @@ class SimConfig:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Bearer tokens /v1 requires: `--api-key` over VLLM_API_KEY, as
     vllm/entrypoints/openai/api_server.py:251-255 takes them; empty: no key."""
+    kv_transfer_config: dict[str, Any] | None = None
+    """`--kv-transfer-config`: with a kv_role the engine is a prefill or decode engine (aissim/kvtransfer.py)."""
+    host_ip: str | None = None
+    """VLLM_HOST_IP: the address a prefill engine publishes for its KV (vLLM's get_ip())."""
+    kv_abort_seconds: float = 480.0
+    """VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT: how long a prefill engine holds KV no decode engine pulled
+    (vllm/envs.py:1661-1662, default 480)."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -232,6 +241,7 @@ def _sim_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim-seed", type=int)
     p.add_argument("--sim-model-type")
     p.add_argument("--sim-dense", action="store_true", default=None)
+    p.add_argument("--sim-kv-transfer-gbps", type=float)
     return p
 
 
@@ -285,7 +295,11 @@ def _sim_options(ns: argparse.Namespace, env: Mapping[str, str]) -> SimOptions:
     drop: list[str] = []
     for item in list(ns.sim_drop_args) or _env_list(env, "DROP_ARGS", ";"):
         drop.extend(x.strip() for x in item.split(",") if x.strip())
+    gbps = float(pick(ns.sim_kv_transfer_gbps, "KV_TRANSFER_GBPS", float, KV_LINK_GBPS))
+    if gbps <= 0:
+        raise ArgsError("--sim-kv-transfer-gbps must be > 0")
     return SimOptions(
+        kv_transfer_gbps=gbps,
         time_scale=scale,
         acceptance_profile=profile,
         faults=tuple(faults),
@@ -357,4 +371,17 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
             headless=bool(ns.headless),
         ),
         api_keys=api_keys,
+        kv_transfer_config=parse_json_arg(ns.kv_transfer_config, flag="--kv-transfer-config"),
+        host_ip=environ.get("VLLM_HOST_IP") or None,
+        kv_abort_seconds=_env_seconds(environ, "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", 480.0),
     )
+
+
+def _env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ArgsError(f"{name}={raw!r}: expected a number of seconds") from None

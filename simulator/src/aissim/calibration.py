@@ -86,6 +86,10 @@ DSA_CP_KV_POOL_TOKENS = {8: 969_000, 4: 799_000}  # docs/FACTS.md "With DSA-CP o
 # (docs/FACTS.md "Startup requirement"; MBT 32768 "does not start").
 STARTUP_KIB_PER_MODEL_LEN_TOKEN = 8.15
 STARTUP_KIB_PER_BATCHED_TOKEN = 553.0
+# KV transfer between a prefill and a decode engine (P/D): the seed measured none. An Atlas 800 A2 has one
+# 200GE RoCE port per NPU, 25 GB/s at line rate; Mooncake moves less than line rate, so this is a lower bound
+# on transfer time and a knob (`--sim-kv-transfer-gbps`), not a figure.
+KV_LINK_GBPS = 25.0
 
 # ---------------------------------------------------------------------------------------------------
 # Speculative decoding (DSpark): docs/FACTS.md "Speculative decoding".
@@ -163,6 +167,21 @@ def kv_pool_tokens(*, utilization: float, tp: int) -> int:
     col = _column(tp)
     ratio = kv_free_gib(utilization=utilization, tp=tp) / KV_FREE_GIB_AT_090[col]
     return int(KV_POOL_TOKENS_AT_090[col] * ratio)
+
+
+def kv_bytes_per_context_token(*, tp: int) -> float:
+    """Bytes of KV one NPU holds per context token: its KV memory over the context the pool holds (DeepSeek's
+    MLA latent cache is whole on every TP rank, so each rank of a decode engine pulls this much per token
+    from one rank of the prefill engine, all ranks at once)."""
+    col = _column(tp)
+    context_tokens = KV_POOL_TOKENS_AT_090[col] / KV_POOL_TOKENS_PER_CONTEXT_TOKEN
+    return KV_FREE_GIB_AT_090[col] * 1024**3 / context_tokens
+
+
+def kv_transfer_s(*, tokens: int, tp: int, gbps: float) -> float:
+    """Engine seconds to move a prompt's KV from a prefill engine to a decode engine over links of `gbps`
+    GB/s per NPU (the ranks pull in parallel, so one rank's share sets the time)."""
+    return tokens * kv_bytes_per_context_token(tp=tp) / (gbps * 1e9)
 
 
 def startup_kv_need_gib(*, max_model_len: int, max_num_batched_tokens: int) -> float:

@@ -17,11 +17,13 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aissim import calibration as cal
 from aissim.args import SimConfig
 from aissim.faults import FaultState
 from aissim.kvcache import KVPool, PrefixCache
+from aissim.kvtransfer import KVTransfer
 from aissim.metrics import VllmMetrics, cache_config_info
 from aissim.parsers import ToolParserMetrics
 from aissim.scheduler import Scheduler, SimRequest
@@ -115,6 +117,8 @@ class EngineCore:
         #: True while a peer of a multi-node group is lost: every rank's collectives wait (aissim/group.py).
         self.peers_lost: Callable[[], bool] = lambda: False
         self._waiting_for_wake = False
+        #: The server's KV connector when `--kv-transfer-config` gives a role (prefill/decode engines).
+        self.kv: KVTransfer | None = None
 
     def submit(self, req: SimRequest) -> Delivery:
         """A new request reaches the scheduler; the gauges see it only after the engine core's next step."""
@@ -179,8 +183,9 @@ class EngineCore:
             if (now - self._prev_end) / self.clock.scale > MAX_LAG_WALL_S:
                 self.clock.slip_to(self._prev_end)
             return self._prev_end
-        if self.sched.waiting:
-            return min(now, max(self._reading_since, self.sched.waiting[0].arrival))
+        due = [r.kv_ready_at or r.arrival for r in self.sched.waiting if r.kv_state != "pulling"]
+        if due:  # a decode request is due when its KV arrived, not when it did
+            return min(now, max(self._reading_since, due[0]))
         return now
 
     def _read_input(self, start: float) -> float:
@@ -214,6 +219,9 @@ class EngineCore:
                 continue
             start = self._read_input(self._start_time())
             plan = self.sched.plan(now=start)
+            for req in plan.pulls:
+                assert self.kv is not None
+                self.kv.start_pull(req, self._kv_arrived)
             if plan.empty:  # work exists but none fits (e.g. a prompt larger than the whole pool)
                 self._publish(queries=0, hits=0)
                 self._prev_end = None
@@ -239,11 +247,25 @@ class EngineCore:
                 self.metrics.record_iteration(engine=self.index, it=it)
             self._publish(queries=plan.queries, hits=plan.hits)
             for req, new in emitted:
+                if req.kv_held and req.kv_params is None and self.kv is not None:
+                    req.kv_params = self.kv.hold(self, req)
                 delivery = self.deliveries.get(req)
                 if delivery is not None:
                     delivery.push(new)
                     if req.finished:
                         del self.deliveries[req]
+
+    def _kv_arrived(self, req: SimRequest, ok: bool) -> None:
+        """A decode request's KV is here (it runs next step) or could not be pulled (it fails now)."""
+        now = self.clock.now()
+        req.kv_ready_at = now
+        failed = self.sched.kv_arrived(req, ok=ok, now=now)
+        if failed is not None:
+            self.metrics.record_iteration(engine=self.index, it=failed)
+            delivery = self.deliveries.pop(req, None)
+            if delivery is not None:
+                delivery.push(0)
+        self.wake.set()
 
     def state(self) -> dict[str, object]:
         return {
@@ -301,6 +323,11 @@ class SimEngine:
         self.rates = cal.acceptance_rates(profile=cfg.sim.acceptance_profile, k=cfg.num_speculative_tokens)
         self._ids = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
+        self.kv: KVTransfer | None = None
+        if cfg.kv_transfer_config and cfg.kv_transfer_config.get("kv_role"):
+            self.kv = KVTransfer(cfg, faults=self.faults, clock_scale=cfg.sim.time_scale)
+            for core in self.cores:
+                core.kv = self.kv
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(core.run(), name=f"engine-{core.index}") for core in self.cores]
@@ -309,13 +336,23 @@ class SimEngine:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.kv is not None:
+            await self.kv.close()
 
     def wake_all(self) -> None:
         for core in self.cores:
             core.wake.set()
+        if self.kv is not None:
+            self.kv.poke()
 
     def submit(
-        self, *, prompt: PromptTokens, max_tokens: int, ignore_eos: bool, n: int = 1
+        self,
+        *,
+        prompt: PromptTokens,
+        max_tokens: int,
+        ignore_eos: bool,
+        n: int = 1,
+        kv_transfer_params: dict[str, Any] | None = None,
     ) -> tuple[EngineCore, Delivery]:
         """Route to the least-loaded engine (vLLM's DP coordinator balances on queue lengths)."""
         core = min(self.cores, key=lambda c: (c.sched.load, c.index))
@@ -334,6 +371,8 @@ class SimEngine:
             accept=accept,
             n=n,
         )
+        if self.kv is not None:
+            self.kv.classify(req, kv_transfer_params)
         return core, core.submit(req)
 
     def state(self) -> dict[str, object]:
@@ -342,4 +381,5 @@ class SimEngine:
             "time_scale": self.clock.scale,
             "engines": [core.state() for core in self.cores],
             "faults": self.faults.describe(),
+            **({"kv_transfer": self.kv.state()} if self.kv is not None else {}),
         }

@@ -3,10 +3,12 @@
 Why this module exists: health checking is only proved against an engine that can fail the way the seed's
 did while still looking alive: a long request pushing KV past 97.5% and stalling forward progress with
 /health at 200 (`stall-at-kv`), everything stopping (`hang`), throughput decaying ~18% over a long uptime
-(`drift`), the process dying (`crash`). `slow-start` and `drop-args` act before the engine exists and are
-start flags (`--sim-load-seconds`, `--sim-drop-args`); this module parses both the flag form
-(`name:key=value,key=value`) and the JSON form of `POST /sim/faults`, and answers the engine's questions
-(step-time multiplier, may it step now) as pure functions of the fault state and engine time.
+(`drift`), the process dying (`crash`), and, between a prefill and a decode engine, a KV transfer that
+never completes (`kv-transfer-hang`, aissim/kvtransfer.py) while both engines answer. `slow-start` and
+`drop-args` act before the engine exists and are start flags (`--sim-load-seconds`, `--sim-drop-args`); this
+module parses both the flag form (`name:key=value,key=value`) and the JSON form of `POST /sim/faults`, and
+answers the engine's questions (step-time multiplier, may it step now) as pure functions of the fault state
+and engine time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from aissim.calibration import DRIFT_FRACTION, DRIFT_PERIOD_S, STALL_KV_THRESHOLD
 
-RUNTIME_FAULTS = ("stall-at-kv", "hang", "drift", "crash")
+RUNTIME_FAULTS = ("stall-at-kv", "hang", "drift", "crash", "kv-transfer-hang")
 START_ONLY_FAULTS = ("slow-start", "drop-args")
 
 
@@ -57,7 +59,7 @@ def make_fault(name: str, params: Mapping[str, Any], *, now: float) -> Fault:
         if not 0.0 < threshold <= 1.0:
             raise FaultError("threshold must be in (0, 1]")
         return Fault(name, {"threshold": threshold}, now)
-    if name == "hang":
+    if name in ("hang", "kv-transfer-hang"):
         return Fault(name, {}, now)
     if name == "drift":
         fraction = _float(params, "fraction", DRIFT_FRACTION)

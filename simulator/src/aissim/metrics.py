@@ -87,6 +87,8 @@ class IterationRecord:
     num_prompt_tokens: int = 0
     num_cached_prompt_tokens: int = 0
     """PromptTokenStats.cached_tokens: of the prompts that completed prefill this step, the prefix-cache hits."""
+    num_external_prompt_tokens: int = 0
+    """PromptTokenStats.external_kv_transfer: of those prompts, the tokens whose KV another engine sent."""
     num_generation_tokens: int = 0
     num_preempted_reqs: int = 0
     time_to_first_tokens: list[float] = field(default_factory=list)
@@ -317,12 +319,14 @@ class VllmMetrics:
         """As PrometheusStatLogger.record() (loggers.py:1140-1208): counters, per-iteration histograms,
         finished requests."""
         lv = (self.model_name, str(engine))
-        computed = it.num_prompt_tokens - it.num_cached_prompt_tokens
+        external = it.num_external_prompt_tokens
+        computed = it.num_prompt_tokens - it.num_cached_prompt_tokens - external
         self.preemptions.labels(*lv).inc(it.num_preempted_reqs)
         self.prompt_tokens.labels(*lv).inc(it.num_prompt_tokens)
         self.prompt_by_source.labels(*lv, "local_compute").inc(computed)
         self.prompt_by_source.labels(*lv, "local_cache_hit").inc(it.num_cached_prompt_tokens)
-        self.prompt_cached.labels(*lv).inc(it.num_cached_prompt_tokens)
+        self.prompt_by_source.labels(*lv, "external_kv_transfer").inc(external)
+        self.prompt_cached.labels(*lv).inc(it.num_cached_prompt_tokens + external)
         self.generation_tokens.labels(*lv).inc(it.num_generation_tokens)
         self.iteration_tokens.labels(*lv).observe(computed + it.num_generation_tokens)
         for value in it.max_num_generation_tokens:

@@ -75,6 +75,8 @@ class GenerationRequest:
     request_id: str
     tool_use: ToolUse = NO_TOOLS
     """A chat's tool_choice and thinking mode, for the tool-call parser's counter (aissim/parsers.py)."""
+    kv_transfer_params: dict[str, Any] | None = None
+    """The request's `kv_transfer_params` (P/D: aissim/kvtransfer.py); the protocol types it as an object."""
 
 
 def _int_field(body: dict[str, Any], key: str) -> int | None:
@@ -182,6 +184,9 @@ def parse_request(body: Any, *, chat: bool, cfg: SimConfig, request_id: str | No
         truncated=truncated,
     )
     stream_options = body.get("stream_options") or {}
+    kv_params = body.get("kv_transfer_params")
+    if kv_params is not None and not isinstance(kv_params, dict):
+        raise ApiError(400, "kv_transfer_params must be an object", param="kv_transfer_params")
     # The response id: X-Request-Id, else the body's request_id, else random_uuid() (16 hex digits);
     # serve/engine/serving.py:117-126, vllm/utils/__init__.py:11-12.
     rid = request_id or body.get("request_id") or f"{secrets.randbits(64):016x}"
@@ -196,6 +201,7 @@ def parse_request(body: Any, *, chat: bool, cfg: SimConfig, request_id: str | No
         n=n,
         request_id=("chatcmpl-" if chat else "cmpl-") + str(rid),
         tool_use=tool_use(body) if chat else NO_TOOLS,
+        kv_transfer_params=kv_params,
     )
 
 
@@ -227,7 +233,13 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def response_body(
-    *, req: GenerationRequest, text: str, finish_reason: str, usage_body: dict[str, Any], fingerprint: str
+    *,
+    req: GenerationRequest,
+    text: str,
+    finish_reason: str,
+    usage_body: dict[str, Any],
+    fingerprint: str,
+    kv_transfer_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """ChatCompletionResponse / CompletionResponse.model_dump() (chat_completion/protocol.py:95-137,
     completion/protocol.py:520-563): every field, nulls included."""
@@ -255,7 +267,7 @@ def response_body(
             "prompt_logprobs": None,
             "prompt_token_ids": None,
             "prompt_text": None,
-            "kv_transfer_params": None,
+            "kv_transfer_params": kv_transfer_params,
             "metrics": None,
         }
     else:
@@ -271,7 +283,7 @@ def response_body(
             "routed_experts": None,
         }
         head = {"id": req.request_id, "object": "text_completion"}
-        tail = {"kv_transfer_params": None, "metrics": None}
+        tail = {"kv_transfer_params": kv_transfer_params, "metrics": None}
     return {
         **head,
         "created": int(time.time()),
@@ -328,6 +340,12 @@ class StreamShaper:
     def usage_chunk(self, usage_body: dict[str, Any]) -> dict[str, Any]:
         """The trailing usage chunk, serialised with exclude_none (no null anywhere in it)."""
         return _drop_none(self._chunk([], usage=usage_body, system_fingerprint=self.fingerprint))
+
+
+#: A request that failed in the engine (finish reason `error`, e.g. its KV could not be pulled): GenerationError
+#: (vllm/entrypoints/generate/base/serving.py:170-177) as error_response answers it
+#: (vllm/entrypoints/serve/utils/error_response.py:57-60).
+GENERATION_ERROR = ApiError(500, "Internal server error", "InternalServerError")
 
 
 def models_body(cfg: SimConfig) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from aiohttp import web
 
 from aissim import calibration as cal
+from aissim import kvtransfer
 from aissim.args import ArgsError, SimConfig
 from aissim.engine import SimEngine
 from aissim.faults import FaultError, parse_fault_flag, parse_fault_json
@@ -41,9 +42,13 @@ class Running:
     engine: SimEngine
     runner: web.AppRunner
     links: list[asyncio.Task[None] | LeaderLink] = field(default_factory=list)
+    side: web.AppRunner | None = None
+    """A prefill engine's KV side channel (aissim/kvtransfer.py), on kv_port."""
 
     async def close(self) -> None:
         await self.runner.cleanup()
+        if self.side is not None:
+            await self.side.cleanup()
         for link in self.links:
             if isinstance(link, LeaderLink):
                 await link.stop()
@@ -115,6 +120,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def startup_error(cfg: SimConfig) -> str | None:
     """vLLM's refusal when the KV budget cannot hold one max_model_len request plus the batch buffers."""
+    kv_error = kvtransfer.config_error(cfg)
+    if kv_error:
+        return kv_error
     need = cal.startup_kv_need_gib(max_model_len=cfg.max_model_len, max_num_batched_tokens=cfg.max_num_batched_tokens)
     free = cal.kv_free_gib(utilization=cfg.gpu_memory_utilization, tp=cfg.tensor_parallel_size)
     if need <= free:
@@ -182,13 +190,26 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit, shutdown_timeout
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
     await runner.setup()
     await web.SockSite(runner, sock).start()
+    side = await start_side_channel(engine, host=host)
     log.info("GPU KV cache size: %s tokens", f"{engine.cores[0].pool.pool_tokens:,}")
     print(
         f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)",
         file=sys.stderr,
         flush=True,
     )
-    return Running(host=host, port=port, engine=engine, runner=runner, links=links)
+    return Running(host=host, port=port, engine=engine, runner=runner, links=links, side=side)
+
+
+async def start_side_channel(engine: SimEngine, *, host: str) -> web.AppRunner | None:
+    """A prefill engine serves its held KV on kv_port of its own address (a decode engine pulls from there)."""
+    kv = engine.kv
+    if kv is None or not kv.produces:
+        return None
+    runner = web.AppRunner(kv.side_app(), handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.SockSite(runner, bind_socket(host, kv.port)).start()
+    log.info("KV side channel (%s) on %s:%d, engine id %s", kv.role, host, kv.port, kv.engine_id)
+    return runner
 
 
 #: vLLM's HTTP server, once its engine is gone, waits for every open connection to close (uvicorn's graceful

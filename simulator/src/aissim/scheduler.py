@@ -49,10 +49,30 @@ class SimRequest:
     last_token_at: float | None = None
     finish_reason: str | None = None
     admitted_once: bool = False
+    # Prefill/decode disaggregation (aissim/kvtransfer.py):
+    remote: object | None = None
+    """A decode engine's request: where its prompt's KV is (kvtransfer.RemoteSource)."""
+    kv_state: str = ""
+    """"" computes its prompt; "new": to pull; "pulling": blocks allocated, KV on its way; "ready": KV here."""
+    hold_kv: bool = False
+    """A prefill engine's request: keep the KV if it finishes at max_tokens (the connector's delayed free)."""
+    kv_held: bool = False
+    kv_ready_at: float | None = None
+    """Engine time its pull ended (a step for it starts no earlier)."""
+    external_tokens: int = 0
+    """Prompt tokens whose KV came from another engine (prompt_tokens_by_source `external_kv_transfer`)."""
+    kv_params: dict[str, object] | None = None
+    """The kv_transfer_params the response carries (a prefill that kept its KV)."""
 
     def __post_init__(self) -> None:
         if self.prefill_len == 0:
             self.prefill_len = self.prompt.num_tokens
+
+    @property
+    def num_cached_tokens(self) -> int:
+        """PrefillStats.num_cached_tokens of its first scheduling: local prefix-cache hits plus tokens whose KV
+        another engine sent (vllm/v1/metrics/stats.py:266, set at vllm/v1/core/sched/scheduler.py:778-784)."""
+        return self.cached_tokens + self.external_tokens
 
     @property
     def prefill_done(self) -> bool:
@@ -72,6 +92,8 @@ class StepPlan:
     num_preempted: int = 0
     queries: int = 0
     hits: int = 0
+    pulls: list[SimRequest] = field(default_factory=list)
+    """Decode requests whose blocks were allocated this step: their KV is to be pulled now."""
 
     @property
     def empty(self) -> bool:
@@ -119,6 +141,7 @@ class Scheduler:
             self.pool.free(req.rid)
         elif req in self.waiting:
             self.waiting.remove(req)
+            self.pool.free(req.rid)  # a decode request waiting for its KV holds its prompt's blocks
         else:
             return False
         req.finish_reason = "abort"
@@ -129,6 +152,7 @@ class Scheduler:
         self.pool.free(victim.rid)
         victim.prefill_len = victim.num_computed
         victim.num_computed = 0
+        victim.kv_state = ""  # recomputed here: its pulled KV was freed with the rest
         self.waiting.appendleft(victim)
 
     def plan(self, *, now: float) -> StepPlan:
@@ -160,22 +184,31 @@ class Scheduler:
             else:
                 plan.prefill.append((req, req.num_computed, new_ctx))
             i += 1
-        while self.waiting and not plan.num_preempted and budget > 0:
-            if len(self.running) >= self.max_num_seqs:
+        if not plan.num_preempted and len(self.running) < self.max_num_seqs:
+            self._allocate_pulls(plan)
+        while not plan.num_preempted and budget > 0 and len(self.running) < self.max_num_seqs:
+            waiting = self._next_waiting()
+            if waiting is None:
                 break
-            req = self.waiting[0]
-            hit = self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=False)
-            hit = min(hit, req.prefill_len - 1)
+            req = waiting
+            remote = req.kv_state == "ready"
+            if remote:  # its prompt's KV arrived: only the last prompt token is computed here
+                hit = req.prefill_len - 1
+            else:
+                hit = self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=False)
+                hit = min(hit, req.prefill_len - 1)
             chunk = min(req.prefill_len - hit, budget)
             if not self.pool.can_grow(req.rid, hit + chunk):
                 break
-            self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=True)
-            plan.queries += req.prompt.num_tokens if self.cache.enabled else 0
-            plan.hits += hit
-            self.waiting.popleft()
+            if not remote:
+                self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=True)
+                plan.queries += req.prompt.num_tokens if self.cache.enabled else 0
+                plan.hits += hit
+            self.waiting.remove(req)
             self.running.append(req)
             if not req.admitted_once:
-                req.cached_tokens = hit
+                req.cached_tokens = 0 if remote else hit
+                req.external_tokens = req.prompt.num_tokens if remote else 0
                 req.admitted_once = True
             if req.scheduled_at is None:
                 req.arrival = min(req.arrival, now)
@@ -185,6 +218,42 @@ class Scheduler:
             budget -= chunk
             plan.prefill.append((req, hit, hit + chunk))
         return plan
+
+    def _allocate_pulls(self, plan: StepPlan) -> None:
+        """Decode requests in arrival order get blocks for their whole prompt and wait for its KV
+        (WAITING_FOR_REMOTE_KVS); the first that does not fit stops the rest, as any waiting request does."""
+        for req in self.waiting:
+            if req.kv_state != "new":
+                continue
+            if not self.pool.can_grow(req.rid, req.prompt.num_tokens):
+                return
+            self.pool.grow(req.rid, req.prompt.num_tokens)
+            req.kv_state = "pulling"
+            plan.pulls.append(req)
+
+    def _next_waiting(self) -> SimRequest | None:
+        """The first waiting request that can run: one waiting for its KV is passed over (vLLM skips it), one
+        whose blocks could not be allocated stops admission."""
+        for req in self.waiting:
+            if req.kv_state == "pulling":
+                continue
+            return None if req.kv_state == "new" else req
+        return None
+
+    def kv_arrived(self, req: SimRequest, *, ok: bool, now: float) -> IterationRecord | None:
+        """A decode request's pull ended. Its KV is here, or the request fails with finish reason `error`
+        (kv_load_failure_policy "fail"); returns the failed request's stats."""
+        if req.finished or req not in self.waiting:
+            return None
+        if ok:
+            req.kv_state = "ready"
+            return None
+        self.waiting.remove(req)
+        self.pool.free(req.rid)
+        req.finish_reason = "error"
+        it = IterationRecord(accepted_per_pos=[0] * self.k)
+        it.finished.append(_finished_stats(req, now))
+        return it
 
     def step_seconds(self, plan: StepPlan) -> float:
         """Engine seconds of this step: a decode step for the batch plus each prefill chunk's share."""
@@ -212,6 +281,7 @@ class Scheduler:
                 it.time_to_first_tokens.append(end - req.arrival)
                 it.num_prompt_tokens += req.prompt.num_tokens
                 it.num_cached_prompt_tokens += req.cached_tokens  # the first admission's PrefillStats
+                it.num_external_prompt_tokens += req.external_tokens
                 self.cache.insert(req.prompt.block_hashes)
             elif req.last_token_at is not None:
                 it.inter_token_latencies.append(end - req.last_token_at)
@@ -241,7 +311,10 @@ class Scheduler:
         if req.output_tokens >= req.target_tokens:
             req.finish_reason = req.stop_reason
             self.running.remove(req)
-            self.pool.free(req.rid)
+            if req.hold_kv and req.finish_reason == "length":
+                req.kv_held = True  # the connector frees it once pulled (mooncake_connector.py:1841-1872)
+            else:
+                self.pool.free(req.rid)
             it.finished.append(_finished_stats(req, end))
             # ParentRequest.observe_finished_request, called by the output processor for each finished request
             # (vllm/v1/engine/output_processor.py:816-818, parallel_sampling.py:134-150): n, and the tokens the
@@ -267,5 +340,5 @@ def _finished_stats(req: SimRequest, end: float) -> FinishedRequest:
         inference_time=max(0.0, end - scheduled),
         decode_time=max(0.0, decode),
         mean_time_per_output_token=decode / (req.output_tokens - 1) if req.output_tokens > 1 else 0.0,
-        num_cached_tokens=req.cached_tokens,
+        num_cached_tokens=req.num_cached_tokens,
     )

@@ -15,6 +15,9 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
   /version and /sim stay open (vllm/entrypoints/serve/utils/server_utils.py:42-93).
 - POST /v1/completions/render, /v1/chat/completions/render and /tokenize answer as vLLM's do, with the
   simulator's own token ids (aissim/render.py): vllm-router's cache_aware policy routes on them.
+- With `--kv-transfer-config` the engine is a prefill or decode engine: requests carry `kv_transfer_params`
+  and responses answer with them, as vllm-ascend's Mooncake connector does (aissim/kvtransfer.py); a request
+  whose KV could not be pulled gets vLLM's 500 "Internal server error".
 - GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
   config (known flags, flags dropped).
 """
@@ -124,7 +127,12 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
             gen = openai.parse_request(body, chat=chat, cfg=cfg, request_id=request.headers.get("X-Request-Id"))
         except openai.ApiError as err:
             return _json(err.body(), err.status)
-        core, delivery = engine.submit(prompt=gen.prompt, max_tokens=gen.max_tokens, ignore_eos=gen.ignore_eos)
+        core, delivery = engine.submit(
+            prompt=gen.prompt,
+            max_tokens=gen.max_tokens,
+            ignore_eos=gen.ignore_eos,
+            kv_transfer_params=gen.kv_transfer_params,
+        )
         req = delivery.req
         seed = gen.prompt.seed
 
@@ -132,7 +140,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
             return openai.usage(
                 prompt_tokens=gen.prompt.num_tokens,
                 completion_tokens=req.output_tokens,
-                cached=req.cached_tokens,
+                cached=req.num_cached_tokens,
                 details=cfg.enable_prompt_tokens_details,
             )
 
@@ -143,6 +151,8 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                 while not done:
                     new, done = await delivery.next()
                     produced += new
+                if req.finish_reason == "error":
+                    return _json(openai.GENERATION_ERROR.body(), openai.GENERATION_ERROR.status)
                 text = tokens.output_text(seed=seed, start=0, count=produced)
                 if gen.chat:
                     engine.tool_parser.on_response(gen.tool_use)
@@ -153,6 +163,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                         finish_reason=req.finish_reason or "stop",
                         usage_body=usage_body(),
                         fingerprint=fingerprint,
+                        kv_transfer_params=req.kv_params,
                     )
                 )
             # Starlette's StreamingResponse sends the headers at once, then a chunk per engine output; the chat
@@ -168,6 +179,9 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
             done = False
             while not done:
                 new, done = await delivery.next()
+                if req.finish_reason == "error":  # completion/serving.py:491-497: an error event, then [DONE]
+                    await send(openai.GENERATION_ERROR.body())
+                    break
                 if produced == 0 and gen.chat:
                     await send(shaper.role_chunk())
                 text = tokens.output_text(seed=seed, start=produced, count=new)
@@ -176,7 +190,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
                 produced += new
                 reason = (req.finish_reason or "stop") if done else None
                 await send(shaper.token_chunk(text=text, finish_reason=reason))
-            if gen.include_usage:
+            if gen.include_usage and req.finish_reason != "error":
                 await send(shaper.usage_chunk(usage_body()))
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
