@@ -201,14 +201,16 @@ async def launch(cfg: SimConfig, *, exit_fn: ExitFn = os._exit, shutdown_timeout
 
 
 async def start_side_channel(engine: SimEngine, *, host: str) -> web.AppRunner | None:
-    """A prefill engine serves its held KV on kv_port of its own address (a decode engine pulls from there)."""
+    """A prefill engine serves its held KV on kv_port of the address it publishes (VLLM_HOST_IP, else the
+    engine's own), where a decode engine pulls from."""
     kv = engine.kv
     if kv is None or not kv.produces:
         return None
     runner = web.AppRunner(kv.side_app(), handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    await web.SockSite(runner, bind_socket(host, kv.port)).start()
-    log.info("KV side channel (%s) on %s:%d, engine id %s", kv.role, host, kv.port, kv.engine_id)
+    await web.SockSite(runner, bind_socket(kv.host, kv.port)).start()
+    log.info("KV side channel (%s) on %s:%d (engine on %s), engine id %s", kv.role, kv.host, kv.port, host,
+             kv.engine_id)  # fmt: skip
     return runner
 
 
