@@ -10,13 +10,19 @@ scale of the parent must reach both roles with the ratio kept, and removing the 
 from __future__ import annotations
 
 import json
+import threading
 import time
+import urllib.error
+import urllib.request
+import uuid
 from typing import Any
 
 import pytest
 
 from tests.e2e.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
+    FAST,
+    MODEL,
     AddNodes,
     Proc,
     ais,
@@ -24,7 +30,10 @@ from tests.e2e.operator_fixtures import (
     example,
     label_nodes,
     live_pods,
+    post,
 )
+from tests.e2e.passes import metric_values
+from tests.e2e.test_router import router_bin  # noqa: F401  (the module-scoped fixture: vllm-router installed)
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
@@ -70,6 +79,50 @@ def test_kubectl_apply_refuses_a_pair_vllm_ascend_would_refuse(
     assert message in err.value.stderr
 
 
+PROMPT_TOKENS = 4096
+
+
+def _engine(pod: dict[str, Any]) -> str:
+    return f"http://{pod['status']['podIP']}:8000"
+
+
+def _kv(pods: list[dict[str, Any]] | dict[str, Any]) -> dict[str, int]:
+    """The simulator's KV connector counts on an engine pod (aissim/kvtransfer.py)."""
+    pod = pods[0] if isinstance(pods, list) else pods
+    with urllib.request.urlopen(f"{_engine(pod)}/sim/state", timeout=10) as resp:
+        kv: dict[str, int] = json.loads(resp.read())["kv_transfer"]
+    return kv
+
+
+def _prompt_tokens(pod: dict[str, Any]) -> dict[str, float]:
+    return metric_values(f"{_engine(pod)}/metrics", "vllm:prompt_tokens_by_source_total", "source")
+
+
+def _through_router(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """One completion through the service's router pod, once the router has found both roles."""
+    items = cluster.get_json("pods", "-n", namespace, "-l", f"inference.ascend.dev/router={name}")["items"]
+    (pod,) = [p for p in items if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")]
+    body = {"model": MODEL, "prompt": f"{uuid.uuid4().hex} summarise", "sim_prompt_tokens": PROMPT_TOKENS,
+            "max_tokens": 24, "ignore_eos": True}  # fmt: skip
+    request = urllib.request.Request(
+        f"http://{pod['status']['podIP']}:30000/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    answers: list[dict[str, Any]] = []
+
+    def answered() -> bool:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                answers.append(json.loads(resp.read()))
+                return True
+        except (urllib.error.URLError, OSError):  # the router not up yet, or no worker of a role found yet
+            return False
+
+    wait_for(answered, timeout=60, message="a completion through the P/D router")
+    return answers[0]
+
+
 def _role_ready(cluster: Cluster, namespace: str, name: str) -> bool:
     try:
         return condition(ais(cluster, namespace, name), "Ready") == ("True", "AllReplicasReady")
@@ -78,7 +131,7 @@ def _role_ready(cluster: Cluster, namespace: str, name: str) -> bool:
 
 
 def test_a_pair_comes_up_as_two_roles_and_the_parent_serves_when_both_do(
-    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Any
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Any, router_bin: str
 ) -> None:
     label_nodes(cluster, add_nodes(3), namespace)
     attach()
@@ -114,6 +167,14 @@ def test_a_pair_comes_up_as_two_roles_and_the_parent_serves_when_both_do(
     assert "--vllm-pd-disaggregation" in router_args
     assert router_args[router_args.index("--max-concurrent-requests") + 1] == str(2 * 32)
 
+    # a request through the router is prefilled on the prefill pod, whose KV a decode pod pulls and decodes
+    answer = _through_router(cluster, namespace, "pd")
+    assert answer["usage"]["completion_tokens"] == 24
+    assert _kv(prefill)["served"] == 1  # the KV it kept was pulled (canaries carry no kv_transfer_params)
+    assert sum(_kv(p)["pulled"] for p in decode) == 1
+    external = sum(_prompt_tokens(p).get("external_kv_transfer", 0.0) for p in decode)
+    assert external == PROMPT_TOKENS  # the decode pod computed none of the prompt
+
     # a user's edit of a role is undone by the parent
     cluster.kubectl("patch", "ais", "pd-decode", "-n", namespace, "--type=merge", "-p", '{"spec":{"replicas":5}}')
     wait_for(lambda: ais(cluster, namespace, "pd-decode")["spec"]["replicas"] == 2, timeout=30, message="undone")
@@ -141,3 +202,71 @@ def test_a_pair_comes_up_as_two_roles_and_the_parent_serves_when_both_do(
         message="the roles removed",
     )
     wait_for(lambda: ais(cluster, namespace, "pd")["status"].get("roles") is None, timeout=30, message="roles cleared")
+
+
+def test_a_decode_engine_whose_kv_never_arrives_is_rolled_though_its_canary_still_answers(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Any
+) -> None:
+    """The transfer engine of one decode pod stops (`kv-transfer-hang` on it): every request that needs KV
+    from the prefill engine waits there, while the operator's canary, which needs none, is still answered.
+    Its progress alone would say healthy; its requests waiting for KV with no transfer completing stall it
+    (health/stall.py `_transfer_stuck`), and the decode role's one disruption decision rolls it, not the
+    other decode pod."""
+    label_nodes(cluster, add_nodes(3), namespace)
+    attach()
+    body = split("pd", namespace, decode={"replicas": 2})
+    body["spec"]["health"] = FAST
+    cluster.apply(body, namespace=namespace)
+    wait_for(
+        lambda: condition(ais(cluster, namespace, "pd"), "Ready") == ("True", "AllRolesReady"),
+        timeout=180,
+        message="the parent Ready with both roles",
+    )
+    (prefill,) = live_pods(cluster, namespace, "pd-prefill")
+    hung, other = sorted(live_pods(cluster, namespace, "pd-decode"), key=lambda p: str(p["metadata"]["name"]))
+    post(_engine(hung), "/sim/faults", {"fault": "kv-transfer-hang"})
+    started = time.monotonic()
+    params = _prefill_leg(_engine(prefill))
+    waiting = threading.Thread(target=_decode_leg, args=(_engine(hung), params), daemon=True)
+    waiting.start()
+
+    def rolled() -> dict[str, Any] | None:
+        roll: dict[str, Any] | None = ais(cluster, namespace, "pd-decode")["status"].get("lastRoll")
+        return roll
+
+    roll = wait_for(rolled, timeout=90, message="the decode pod rolled")
+    print(f"[pd] kv-transfer-hang -> {roll['reason']} roll of {roll.get('pod')} {time.monotonic() - started:.1f}s")
+    assert roll["reason"] == "Stalled"
+    assert "waiting for their KV from a prefill engine" in roll["message"]
+    uids = {p["metadata"]["uid"] for p in live_pods(cluster, namespace, "pd-decode")}
+    assert hung["metadata"]["uid"] not in uids
+    assert other["metadata"]["uid"] in uids  # the other decode pod serves on
+    assert len(ais(cluster, namespace, "pd-decode")["status"]["rolls"]) == 1
+
+
+def _prefill_leg(engine: str) -> dict[str, Any]:
+    """The router's first leg, sent to the prefill engine itself: its answer's kv_transfer_params."""
+    leg = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None, "remote_block_ids": None,
+           "remote_host": None, "remote_port": None}  # fmt: skip
+    body = {"model": MODEL, "prompt": f"{uuid.uuid4().hex} summarise", "sim_prompt_tokens": PROMPT_TOKENS,
+            "max_tokens": 1, "kv_transfer_params": leg}  # fmt: skip
+    request = urllib.request.Request(
+        f"{engine}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        params: dict[str, Any] = json.loads(resp.read())["kv_transfer_params"]
+    return params
+
+
+def _decode_leg(engine: str, params: dict[str, Any]) -> None:
+    """The second leg, to a decode engine; it waits there until the pod goes (its error is expected)."""
+    body = {"model": MODEL, "prompt": "x", "sim_prompt_tokens": PROMPT_TOKENS, "max_tokens": 8,
+            "kv_transfer_params": params}  # fmt: skip
+    request = urllib.request.Request(
+        f"{engine}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=300) as resp:
+            resp.read()
+    except (urllib.error.URLError, OSError):
+        pass

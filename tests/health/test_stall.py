@@ -65,3 +65,51 @@ def test_reasons_name_the_policy() -> None:
     assert detect_stall(idle[:1], now=5, cfg=CFG).reason == "InsufficientData"
     busy = steady(60, batch=4)
     assert detect_stall(busy, now=busy[-1].t, cfg=CFG).reason == "Progressing"
+
+
+def decode_engine(seconds: int, *, waiting_for_kv: int, transfer_every: int | None) -> Trace:
+    """A decode engine of a P/D pair scraped every 5 s: it decodes 4 requests (its counters advance every
+    scrape) while `waiting_for_kv` requests wait for their KV; a transfer completes every `transfer_every` s
+    (None: never, the prefill side stopped serving pulls)."""
+    return [
+        EngineSample(
+            t=float(t),
+            running=4,
+            waiting=waiting_for_kv,
+            deferred=waiting_for_kv,
+            generation_tokens=40.0 * t,
+            iterations=10.0 * t,
+            kv_usage=0.2,
+            external_prompt_tokens=4096.0 * (t // transfer_every) if transfer_every else 0.0,
+        )
+        for t in range(0, seconds + 1, 5)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "trace", "stalls"),
+    [
+        (
+            "transfers stopped while other requests decode",
+            decode_engine(300, waiting_for_kv=3, transfer_every=None),
+            True,
+        ),
+        ("transfers complete every 20 s", decode_engine(300, waiting_for_kv=3, transfer_every=20), False),
+        ("nothing waits for KV", decode_engine(300, waiting_for_kv=0, transfer_every=None), False),
+    ],
+)
+def test_a_decode_engine_is_judged_on_its_kv_transfers_too(name: str, trace: Trace, stalls: bool) -> None:
+    caught = first_stall(trace)
+    assert (caught is not None) == stalls, name
+    if caught is not None:
+        assert CFG.window_seconds <= caught <= CFG.window_seconds + 5  # one scrape after the window
+        finding = detect_stall(trace, now=trace[-1].t, cfg=CFG)
+        assert finding.message.startswith("3 request(s) waiting for their KV from a prefill engine")
+        assert finding.evidence["waitingForKV"] == 3
+
+
+def test_a_transfer_that_completes_ends_the_wait() -> None:
+    stuck = decode_engine(100, waiting_for_kv=2, transfer_every=None)
+    arrived = [*stuck[:-1], EngineSample(t=stuck[-1].t, running=6, generation_tokens=1e6, iterations=1e5,
+                                         external_prompt_tokens=8192.0, deferred=0.0)]  # fmt: skip
+    assert detect_stall(arrived, now=arrived[-1].t, cfg=CFG).reason == "Progressing"

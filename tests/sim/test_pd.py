@@ -156,6 +156,10 @@ async def test_a_hung_transfer_leaves_the_decode_request_waiting_until_it_clears
                                              "max_tokens": 8, "kv_transfer_params": params}))  # fmt: skip
     await until(lambda: decode.queued == 1 and decode.parked)
     assert await value(decode, "vllm:num_requests_waiting") == 1
+    # vLLM counts a request waiting for remote KV as `deferred` (loggers.py:1080-1085): the decode role's stall
+    # detector reads it (health/stall.py _transfer_stuck)
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="deferred") == 1
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="capacity") == 0
     assert (await decode.get("/health")).status == (await prefill.get("/health")).status == 200
     assert not task.done()
     await prefill.session.delete(prefill.base + "/sim/faults")

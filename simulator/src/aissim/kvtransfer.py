@@ -37,7 +37,7 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -45,10 +45,8 @@ from aiohttp import web
 from aissim import calibration as cal
 from aissim.args import SimConfig
 from aissim.faults import FaultState
+from aissim.kvcache import KVPool
 from aissim.scheduler import SimRequest
-
-if TYPE_CHECKING:
-    from aissim.engine import EngineCore
 
 log = logging.getLogger("aissim")
 
@@ -104,11 +102,18 @@ class RemoteSource:
     block_ids: Any
 
 
+class Holder(Protocol):
+    """The engine core whose pool holds a prefill's blocks (engine.EngineCore), woken when they are freed."""
+
+    pool: KVPool
+    wake: asyncio.Event
+
+
 @dataclass
 class Held:
     """KV a prefill engine keeps for a decode engine."""
 
-    core: EngineCore
+    core: Holder
     req: SimRequest
     block_ids: list[int]
     sending: bool = False
@@ -164,7 +169,7 @@ class KVTransfer:
         req.kv_state = "new"
 
     # -- producing ---------------------------------------------------------------------------------------
-    def hold(self, core: EngineCore, req: SimRequest) -> dict[str, Any]:
+    def hold(self, core: Holder, req: SimRequest) -> dict[str, Any]:
         """A prefill finished at max_tokens: keep its blocks and return the params a decode engine pulls by."""
         block_size = self.cfg.block_size
         blocks = math.ceil(req.prompt.num_tokens / block_size)

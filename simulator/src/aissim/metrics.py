@@ -300,15 +300,16 @@ class VllmMetrics:
                 self.spec_per_pos.labels(*lv, str(pos))
 
     def set_scheduler_state(
-        self, *, engine: int, running: int, waiting: int, kv_usage: float, queries: int, hits: int
+        self, *, engine: int, running: int, waiting: int, kv_usage: float, queries: int, hits: int, deferred: int = 0
     ) -> None:
         """SchedulerStats as record() applies them (loggers.py:1067-1091): the engine core ships them with a
-        step's outputs, so they move only when an engine core steps."""
+        step's outputs, so they move only when an engine core steps. `deferred` of the `waiting`: requests the
+        scheduler passes over (here: a decode engine's requests waiting for their KV; no LoRA or grammar)."""
         lv = (self.model_name, str(engine))
         self.running.labels(*lv).set(running)
         self.waiting.labels(*lv).set(waiting)
-        self.waiting_by_reason.labels(*lv, "capacity").set(waiting)
-        self.waiting_by_reason.labels(*lv, "deferred").set(0)  # no LoRA budget, KV transfer or grammar here
+        self.waiting_by_reason.labels(*lv, "capacity").set(waiting - deferred)
+        self.waiting_by_reason.labels(*lv, "deferred").set(deferred)
         self.kv_usage.labels(*lv).set(kv_usage)
         if queries:
             self.prefix_queries.labels(*lv).inc(queries)

@@ -58,11 +58,24 @@ _C, _G, _H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
 # fmt: off
 NUM_REQUESTS_RUNNING = Metric(name="vllm:num_requests_running", type=_G, update=Update.EVERY_STEP, source=f"{_L}:457")
 NUM_REQUESTS_WAITING = Metric(name="vllm:num_requests_waiting", type=_G, update=Update.EVERY_STEP, source=f"{_L}:467")
+# `capacity` = num_waiting_reqs, `deferred` = num_skipped_waiting_reqs (loggers.py:1080-1085): requests the
+# scheduler passed over, a decode engine's requests waiting for their KV from a prefill engine among them
+# (WAITING_FOR_REMOTE_KVS, vllm/v1/core/sched/scheduler.py:950). vllm:num_requests_waiting is their sum.
+NUM_REQUESTS_WAITING_BY_REASON = Metric(
+    name="vllm:num_requests_waiting_by_reason", type=_G, update=Update.EVERY_STEP, source=f"{_L}:477",
+    labels=(*ENGINE_LABELS, "reason"),
+)
 KV_CACHE_USAGE = Metric(name="vllm:kv_cache_usage_perc", type=_G, update=Update.EVERY_STEP, source=f"{_L}:525")
 PREFIX_CACHE_QUERIES = Metric(name="vllm:prefix_cache_queries", type=_C, update=Update.EVERY_STEP, source=f"{_L}:548")
 PREFIX_CACHE_HITS = Metric(name="vllm:prefix_cache_hits", type=_C, update=Update.EVERY_STEP, source=f"{_L}:559")
 NUM_PREEMPTIONS = Metric(name="vllm:num_preemptions", type=_C, update=Update.STEP_WITH_OUTPUTS, source=f"{_L}:625")
 PROMPT_TOKENS = Metric(name="vllm:prompt_tokens", type=_C, update=Update.PREFILL_COMPLETE, source=f"{_L}:634")
+# `external_kv_transfer`: prompt tokens whose KV another engine sent (a decode engine's prompts), counted when
+# the request's first token is output (stats.py:304-311, from the PrefillStats of its first scheduling).
+PROMPT_TOKENS_BY_SOURCE = Metric(
+    name="vllm:prompt_tokens_by_source", type=_C, update=Update.PREFILL_COMPLETE, source=f"{_L}:644",
+    labels=(*ENGINE_LABELS, "source"),
+)
 # A decoding request adds 1 + its accepted draft tokens per step: the scheduler counts as accepted what it
 # sampled beyond the one token per step (vllm/v1/core/sched/scheduler.py:1593-1595), and a request in chunked
 # prefill adds nothing until its prefill completes. So generated - accepted tokens = request-steps that decoded.
@@ -114,10 +127,11 @@ CACHE_CONFIG_INFO = Metric(
 # fmt: on
 
 READ: tuple[Metric, ...] = (
-    NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, KV_CACHE_USAGE, PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS,
-    NUM_PREEMPTIONS, PROMPT_TOKENS, GENERATION_TOKENS, REQUEST_SUCCESS, ITERATION_TOKENS, TIME_TO_FIRST_TOKEN,
-    TIME_PER_OUTPUT_TOKEN, SPEC_DECODE_NUM_DRAFTS, SPEC_DECODE_NUM_DRAFT_TOKENS,
-    SPEC_DECODE_NUM_ACCEPTED_TOKENS, SPEC_DECODE_ACCEPTED_PER_POS, CACHE_CONFIG_INFO,
+    NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, NUM_REQUESTS_WAITING_BY_REASON, KV_CACHE_USAGE,
+    PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, NUM_PREEMPTIONS, PROMPT_TOKENS, PROMPT_TOKENS_BY_SOURCE,
+    GENERATION_TOKENS, REQUEST_SUCCESS, ITERATION_TOKENS, TIME_TO_FIRST_TOKEN, TIME_PER_OUTPUT_TOKEN,
+    SPEC_DECODE_NUM_DRAFTS, SPEC_DECODE_NUM_DRAFT_TOKENS, SPEC_DECODE_NUM_ACCEPTED_TOKENS,
+    SPEC_DECODE_ACCEPTED_PER_POS, CACHE_CONFIG_INFO,
 )  # fmt: skip
 """Every metric the operator reads."""
 

@@ -53,6 +53,12 @@ class EngineSample:
     iterations: float = 0.0
     """Steps that returned outputs (vLLM has no step counter): the count of `vllm:iteration_tokens_total`.
     A lone chunked prefill moves it only when the prefill completes."""
+    deferred: float = 0.0
+    """Waiting requests the scheduler passes over (`vllm:num_requests_waiting_by_reason{reason="deferred"}`):
+    on a decode engine, requests waiting for their KV from a prefill engine."""
+    external_prompt_tokens: float = 0.0
+    """Prompt tokens whose KV arrived from another engine (`prompt_tokens_by_source{source=
+    "external_kv_transfer"}`): it advances each time a decode engine's transfer completed."""
     preemptions: float = 0.0
     prefix_queries: float = 0.0
     prefix_hits: float = 0.0
@@ -79,6 +85,13 @@ class EngineSample:
 
 def _value(family: Metric, suffix: str = "") -> float:
     return sum(s.value for s in family.samples if s.name == family.name + suffix)
+
+
+def _labelled(family: Metric | None, label: str, value: str) -> float:
+    """The samples of `family` whose `label` is `value`, summed over engines (0 when absent)."""
+    if family is None:
+        return 0.0
+    return sum(s.value for s in family.samples if s.labels.get(label) == value and not s.name.endswith("_created"))
 
 
 def _buckets(family: Metric) -> Buckets:
@@ -149,11 +162,15 @@ def rank_view(sample: EngineSample, engine: str) -> EngineSample | None:
 #: they are dropped before prometheus-client's pure-Python parser sees them, which costs ~10 ms per DP
 #: rank per scrape on the whole text (perf/pod_memory.py measures both).
 READ: dict[str, frozenset[str]] = {
-    **{m.name: frozenset({m.name}) for m in (M.NUM_REQUESTS_RUNNING, M.NUM_REQUESTS_WAITING, M.KV_CACHE_USAGE)},
+    **{
+        m.name: frozenset({m.name})
+        for m in (M.NUM_REQUESTS_RUNNING, M.NUM_REQUESTS_WAITING, M.NUM_REQUESTS_WAITING_BY_REASON, M.KV_CACHE_USAGE)
+    },
     **{
         m.name: frozenset({m.name + "_total"})
         for m in (
             M.PROMPT_TOKENS,
+            M.PROMPT_TOKENS_BY_SOURCE,
             M.GENERATION_TOKENS,
             M.NUM_PREEMPTIONS,
             M.PREFIX_CACHE_QUERIES,
@@ -218,6 +235,8 @@ def sample_of(fam: Mapping[str, Metric], *, t: float) -> EngineSample:
         prompt_tokens=counter(M.PROMPT_TOKENS.name),
         generation_tokens=counter(M.GENERATION_TOKENS.name),
         iterations=_value(fam[M.ITERATION_TOKENS.name], "_count") if M.ITERATION_TOKENS.name in fam else 0.0,
+        deferred=_labelled(fam.get(M.NUM_REQUESTS_WAITING_BY_REASON.name), "reason", "deferred"),
+        external_prompt_tokens=_labelled(fam.get(M.PROMPT_TOKENS_BY_SOURCE.name), "source", "external_kv_transfer"),
         preemptions=counter(M.NUM_PREEMPTIONS.name),
         prefix_queries=counter(M.PREFIX_CACHE_QUERIES.name),
         prefix_hits=counter(M.PREFIX_CACHE_HITS.name),

@@ -6,8 +6,11 @@ that hangs while idle is only ever asked by the canary: without this it would be
 rolled). Progress is the one definition of `ascend_operator.health.progress`: a counter advancing or the KV
 gauge moving, because a 300K/512K chunked prefill moves only the KV gauge until it completes (the seed's
 512K run went 0.6% -> 83.7% -> 90.8% -> 97.5% KV). KV >= 97.5% is evidence in the message, not a trigger.
-Not a stall: an idle engine, a stale KV gauge with nothing asked after aborted requests (vllm issue
-29928), a canary queued behind busy slots while the engine advances. Pure: samples and time in, a finding out.
+A decode engine of a P/D pair is also judged on its KV transfers (`_transfer_stuck`): requests waiting for
+their KV (vLLM's `deferred` waiting) with no transfer completing for a window stall it, though requests
+that need no transfer still advance. Not a stall: an idle engine, a stale KV gauge with nothing asked after
+aborted requests (vllm issue 29928), a canary queued behind busy slots while the engine advances. Pure:
+samples and time in, a finding out.
 
 Each DP rank is judged too, by the same chain over its own series (`samples.rank_view`): summed over
 ranks, one stalled rank among eight progressing ones looks healthy, yet the requests routed to it never
@@ -112,7 +115,44 @@ def _stalled(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
     )
 
 
-POLICIES: tuple[Policy, ...] = (_no_data, _idle, _progressing)
+def transfer_span(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
+    """The trailing samples in which requests waited for KV from a prefill engine and none arrived: each has
+    deferred requests and the same external prompt tokens as the one before (empty: none waits now)."""
+    start = len(samples)
+    while start > 0 and samples[start - 1].deferred > 0:
+        if start < len(samples) and samples[start].external_prompt_tokens != samples[start - 1].external_prompt_tokens:
+            break
+        start -= 1
+    return samples[start:]
+
+
+def _transfer_stuck(
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int
+) -> StallFinding | None:
+    """A decode engine whose KV transfers stopped still advances on every request that needs none (the
+    operator's canary among them), so it is judged on its transfers too: requests waiting for KV for a
+    window with no transfer completing is no forward progress for the requests the router sends it."""
+    span = transfer_span(samples)
+    if not span or now - span[0].t < cfg.window_seconds:
+        return None
+    last = samples[-1]
+    waited = now - span[0].t
+    return StallFinding(
+        stalled=True,
+        reason="Stalled",
+        message=f"{last.deferred:.0f} request(s) waiting for their KV from a prefill engine and no transfer "
+        f"completed for {waited:.0f}s (requests that need no transfer still run)",
+        evidence={
+            "frozenSeconds": round(waited, 1),
+            "running": last.running,
+            "waiting": last.waiting,
+            "kvUsage": round(last.kv_usage, 4),
+            "waitingForKV": last.deferred,
+        },
+    )
+
+
+POLICIES: tuple[Policy, ...] = (_no_data, _idle, _transfer_stuck, _progressing)
 
 
 def _chain(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding:
