@@ -185,6 +185,10 @@ def test_labels_are_applied_once_with_kubectl(outcomes: dict[str, Future[sc.Outc
             "accelerator=huawei-Ascend910",
             "host-arch=huawei-arm",
             "accelerator-type=module-910b-8",
+            # what the play left on the node, the driver's under the device plugin's own key
+            f"huawei.com/driver.version={sc.V1.driver}",
+            f"inference.ascend.dev/npu-firmware-version={sc.V1.firmware}",
+            "inference.ascend.dev/cann-version=9.0.1",
         ]
     ]
     reads = [call for call in out.kubectl_calls if call[0] == "get"]
