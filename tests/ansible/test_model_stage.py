@@ -1,6 +1,9 @@
-"""playbooks/stage-model.yml against one stand-in arm64 node: a fake model served over HTTP from this
-machine is staged with every file checked against the manifest, a rerun changes nothing, `--check` names
-exactly the missing shard, and a corrupted shard on the server fails naming it.
+"""playbooks/stage-model.yml against stand-in nodes: a fake model served over HTTP from this machine is
+staged on an arm64 node with every file checked against the manifest, a rerun changes nothing, `--check`
+names exactly the missing shard, and a corrupted shard on the server fails naming it. The same model in an
+S3 bucket (moto's S3 server with authentication on, hack/s3-server.sh) is staged on an amd64 node that
+holds the first bytes of one shard from an interrupted download: a wrong secret key fails naming S3's
+refusal, the right one fetches only the rest of that shard (one ranged GET), and a rerun changes nothing.
 
 The node's sshd runs in its own mount/PID/UTS namespaces but shares this machine's network namespace, so
 the node reaches the `python -m http.server` below on 127.0.0.1, like the URL-sourced packages of
@@ -42,6 +45,19 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def fake_model(model: Path) -> tuple[dict[str, str], bytes]:
+    """Write the fake model and its manifest (as `sha256sum *` writes it) into `model`: digests, manifest."""
+    model.mkdir(parents=True)
+    digests = {}
+    for i, name in enumerate(SHARDS):
+        data = (f"{name}\n".encode() * 400)[: 3000 + 512 * i]
+        (model / name).write_bytes(data)
+        digests[name] = sha256(data)
+    manifest = "".join(f"{digests[name]}  {name}\n" for name in sorted(SHARDS)).encode()
+    (model / "manifest.sha256").write_bytes(manifest)
+    return digests, manifest
+
+
 @dataclass
 class Served:
     url: str
@@ -55,14 +71,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The fake model and its manifest (as `sha256sum *` writes it) behind `python -m http.server`."""
     www = tmp_path_factory.mktemp("model-www")
     model = www / MODEL
-    model.mkdir()
-    digests = {}
-    for i, name in enumerate(SHARDS):
-        data = (f"{name}\n".encode() * 400)[: 3000 + 512 * i]
-        (model / name).write_bytes(data)
-        digests[name] = sha256(data)
-    manifest = "".join(f"{digests[name]}  {name}\n" for name in sorted(SHARDS)).encode()
-    (model / "manifest.sha256").write_bytes(manifest)
+    digests, manifest = fake_model(model)
     port = free_port()
     log = (www.parent / f"{www.name}-http.log").open("wb")
     server = subprocess.Popen(
@@ -134,6 +143,8 @@ class Staged:
     fact: dict[str, Any] = field(default_factory=dict)
     kubectl_calls: list[list[str]] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    # run -> (method, object, status) of every request the S3 store answered until the end of that run
+    requests: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
 
 
 def model_files(node: Node) -> dict[str, str]:
@@ -234,3 +245,122 @@ def test_corrupted_shard_fails_naming_it(staged: Staged, served: Served) -> None
     # The bad download never takes the shard's name, and the good shards stay.
     assert staged.files["corrupted"] == {k: v for k, v in served.digests.items() if k != MISSING}
     assert staged.written["corrupted"] == staged.written["removed"]
+
+
+BUCKET, PREFIX = "weights", f"models/{MODEL}"
+RESUMED = SHARDS[0]
+PART_BYTES = 1500
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class S3Store:
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    log: Path
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(method, object path under PREFIX, status) of every request the store answered so far."""
+        out = []
+        for line in ANSI.sub("", self.log.read_text()).splitlines():
+            found = re.search(rf'"(GET|HEAD) /{BUCKET}/{PREFIX}/(\S+) HTTP/1\.1" (\d+)', line)
+            if found:
+                out.append((found[1], found[2], int(found[3])))
+        return out
+
+
+@pytest.fixture(scope="module")
+def s3_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Store]:
+    """The served model's files in a bucket of moto's S3 server; only a read-only user's keys get in."""
+    moto = subprocess.run(
+        ["bash", str(Path(__file__).parents[2] / "hack" / "s3-server.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
+    python = Path(moto.stdout.strip().splitlines()[-1]).parent / "python"
+    tmp = tmp_path_factory.mktemp("s3")
+    fake_model(tmp / MODEL)  # its own copy: the HTTP scenario corrupts a shard of the served one
+    log = tmp / "requests.log"
+    with log.open("wb") as err:
+        store = subprocess.Popen(
+            [str(python), str(Path(__file__).parent / "_s3_store.py"), BUCKET, PREFIX, str(tmp / MODEL)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    try:
+        assert store.stdout is not None
+        keys = json.loads(store.stdout.readline() or "null")
+        assert keys, f"the S3 store did not start: {log.read_text()[-3000:]}"
+        yield S3Store(keys["endpoint"], keys["access_key_id"], keys["secret_access_key"], log)
+    finally:
+        store.terminate()  # this PID only
+        store.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def staged_s3(
+    roots: dict[str, Path], ssh_key: Path, s3_store: S3Store, tmp_path_factory: pytest.TempPathFactory
+) -> Staged:
+    """A wrong secret key, then the right one, then a rerun, on a node with RESUMED's first bytes in .part."""
+    tmp = tmp_path_factory.mktemp("model-stage-s3")
+    values = {
+        "model_stage_name": MODEL,
+        "model_stage_base_url": f"s3://{BUCKET}/{PREFIX}",
+        "model_stage_s3_endpoint_url": s3_store.endpoint,
+        "model_stage_s3_access_key_id": s3_store.access_key_id,
+        "model_stage_s3_secret_access_key": s3_store.secret_access_key,
+        "model_stage_dest": DEST,
+        "model_stage_reserve_mib": 16,
+    }
+    # What an interrupted download leaves: the shard's first bytes under <shard>.part.
+    data = (f"{RESUMED}\n" * 400)[:3000]
+    part = {f"{DEST}/{MODEL}/{RESUMED}.part": data[:PART_BYTES]}
+    out = Staged()
+    node = start_node(lower=roots["amd64"], workdir=tmp / "node", key=ssh_key, extra_files=part)
+    try:
+        out.written["seeded"] = node.written()
+        for name, over in (
+            ("bad-key", {"model_stage_s3_secret_access_key": "not-the-secret"}),
+            ("first", {}),
+            ("second", {}),
+        ):
+            out.runs[name] = stage(node, tmp=tmp / "ansible", group_vars=values | over)
+            out.files[name] = model_files(node)
+            out.written[name] = node.written()
+            out.requests[name] = s3_store.requests()
+    finally:
+        node.stop()
+    return out
+
+
+def test_a_wrong_s3_secret_fails_with_the_stores_refusal_and_writes_nothing(staged_s3: Staged) -> None:
+    run = staged_s3.runs["bad-key"]
+    assert run.rc != 0
+    assert "cannot read the manifest: GET" in run.text
+    assert "HTTP 403 SignatureDoesNotMatch" in run.text, run.output[-3000:]
+    assert "not-the-secret" not in run.output
+    assert staged_s3.written["bad-key"] == staged_s3.written["seeded"]
+    assert staged_s3.requests["bad-key"] == [("GET", "manifest.sha256", 403)]
+
+
+def test_s3_staging_resumes_the_interrupted_shard_and_fetches_the_others_whole(
+    staged_s3: Staged, served: Served
+) -> None:
+    first = staged_s3.runs["first"]
+    assert first.rc == 0, first.output[-5000:]
+    assert staged_s3.files["first"] == served.digests  # no .part left, every file whole and right
+    gets = [(path, status) for method, path, status in staged_s3.requests["first"][1:] if method == "GET"]
+    assert sorted(gets) == sorted([("manifest.sha256", 200), (RESUMED, 206)] + [(f, 200) for f in SHARDS[1:]])
+    assert staged_s3.requests["second"][len(staged_s3.requests["first"]) :] == [("GET", "manifest.sha256", 200)]
+
+
+def test_s3_rerun_changes_nothing(staged_s3: Staged) -> None:
+    second = staged_s3.runs["second"]
+    assert second.rc == 0, second.output[-5000:]
+    assert second.recap["changed"] == 0, second.output[-5000:]
+    assert staged_s3.written["second"] == staged_s3.written["first"]
