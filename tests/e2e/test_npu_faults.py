@@ -25,10 +25,12 @@ from ascend_operator.health.chips import check_code
 from tests.e2e.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
+    MODEL,
     AddNodes,
     Proc,
     ais,
     attach,  # noqa: F401 (a fixture)
+    completion,
     example,
     gate,
     label_nodes,
@@ -64,14 +66,21 @@ def live(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return [p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]
 
 
-def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, free: str = "") -> None:
-    """What the device plugin writes for `node` (ascend910.go:664-676; proto.go:36-42, 222-236)."""
+def plugin_report(
+    cluster: Cluster, node: str, faults: list[dict[str, Any]], *, free: str = "", in_use: tuple[str, ...] = ()
+) -> None:
+    """What the device plugin writes for `node` (ascend910.go:664-676; proto.go:36-42, 222-236). A chip in
+    `in_use` at PreSeparateNPU stays off the Unhealthy list: the plugin reports such a chip Healthy while a pod
+    uses it (device/ascendcommon.go isHealthy)."""
+    unhealthy = [
+        f["npu_name"] for f in faults if not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in in_use)
+    ]
     devices = {
         "huawei.com/Ascend910": free,
         "huawei.com/Ascend910-Fault": json.dumps(faults),
         "huawei.com/Ascend910-NetworkUnhealthy": "",
         "huawei.com/Ascend910-Recovering": "",
-        "huawei.com/Ascend910-Unhealthy": ",".join(f["npu_name"] for f in faults),
+        "huawei.com/Ascend910-Unhealthy": ",".join(unhealthy),
     }
     device_info = {"DeviceList": devices, "UpdateTime": int(time.time())}
     info = {"DeviceInfo": device_info, "SuperPodID": -2, "CheckCode": check_code(device_info)}
@@ -365,3 +374,63 @@ def test_an_engine_lands_only_on_a_node_whose_driver_meets_the_minimum_and_says_
     assert "huawei.com/driver.version >= 26.0.0" in message
     assert "25.5.1" in message
     assert "23.0.6" in message
+
+
+def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """PreSeparateNPU: the plugin keeps the chip for the pod using it and separates it once free, so the pod
+    goes like a planned roll: out of the Service, its requests finish, then deleted (not the short grace of a
+    hung pod), and the successor lands where the chip is not."""
+    nodes = add_nodes(3)
+    label_nodes(cluster, nodes, namespace)
+    attach()
+    spec = {"replicas": 2, "health": FAST, "rollout": {"drainSeconds": 300}}
+    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"] * 2, timeout=150,
+             message="Ready")  # fmt: skip
+    target = next(p for p in live(cluster, namespace) if p["metadata"]["name"] == "svc-0")
+    node, url = target["spec"]["nodeName"], f"http://{target['status']['podIP']}:8000"
+    mount_chips(cluster, namespace, target)
+    inflight: dict[str, Any] = {}
+    body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 4000, "ignore_eos": True}
+    thread = completion(url, body, inflight)
+    wait_for(lambda: metric_values(f"{url}/metrics", "vllm:num_requests_running").get("", 0) >= 1, timeout=30,
+             message="the request runs")  # fmt: skip
+
+    t_fault = time.monotonic()
+    plugin_report(cluster, node, [chip_fault("Ascend910-2", "PreSeparateNPU", "81078603")], in_use=("Ascend910-2",))
+    uid = target["metadata"]["uid"]
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace) if p["metadata"]["uid"] == uid] == ["False/Draining"],
+             timeout=60, message="svc-0 drains")  # fmt: skip
+    t_drain = time.monotonic()
+    assert thread.is_alive(), "the request ended before the drain began: nothing shows it was waited for"
+    thread.join(timeout=300)
+    assert inflight["status"] == 200
+    assert inflight["body"]["usage"]["completion_tokens"] == 4000
+    roll = wait_for(
+        lambda: next((r for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
+                      if r["uid"] == uid), None),
+        timeout=60,
+        message="the drained pod rolled",
+    )  # fmt: skip
+    t_roll = time.monotonic()
+    assert (roll["reason"], roll["drain"]) == ("NPUPreSeparate", "Completed")
+    assert f"chip Ascend910-2 on node {node}: fault at level PreSeparateNPU (codes 81078603)" in roll["message"]
+    # the chip is free now: the plugin separates it, and the node has 7 chips for an 8-chip engine
+    plugin_report(cluster, node, [chip_fault("Ascend910-2", "PreSeparateNPU", "81078603")])
+    drop_chip(cluster, node, 7)
+    successor = wait_for(
+        lambda: next((p for p in live(cluster, namespace) if p["metadata"]["name"] == "svc-0"
+                      and p["metadata"]["uid"] != uid and p["spec"].get("nodeName")), None),
+        timeout=90,
+        message="a successor placed",
+    )  # fmt: skip
+    assert successor["spec"]["nodeName"] != node
+    rolls = ais(cluster, namespace, "svc")["status"]["rolls"]
+    assert [r["reason"] for r in rolls] == ["NPUPreSeparate"], rolls
+    print(f"\n[npu] PreSeparateNPU report -> drain: {t_drain - t_fault:.1f}s, -> roll record: {t_roll - t_fault:.1f}s")

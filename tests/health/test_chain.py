@@ -51,6 +51,12 @@ def npu_fault(p: Pod) -> Pod:
     return replace(p, state=replace(p.state, chips=finding))
 
 
+def npu_pre_separate(p: Pod) -> Pod:
+    message = "chip Ascend910-2 on node atlas-0: fault at level PreSeparateNPU (codes 81078603)"
+    finding = ChipFinding(node_wide=False, message=message, chip="Ascend910-2", level="PreSeparateNPU", drain=True)
+    return replace(p, state=replace(p.state, chips=finding))
+
+
 def worker_gone(p: Pod) -> Pod:
     gone = MissingWorker(index=1, name="svc-0-1", why="is Failed", definite=True, lws_recreates=False)
     return replace(p, group=GroupObservation(leader="svc-0", size=2, local_ranks=1, missing=(gone,)))
@@ -105,6 +111,7 @@ TABLE: list[tuple[str, Condition, bool, RollReason | None, frozenset[str]]] = [
     ("CheckingConfig", checking_config, False, None, frozenset({"mismatches"})),
     ("CanaryFailing", canary_failing, False, None, frozenset({"canary_failures"})),
     ("AwaitingCanary", awaiting_canary, False, None, frozenset({"last_canary"})),
+    ("NPUPreSeparate", npu_pre_separate, True, RollReason.NPU_PRE_SEPARATE, frozenset({"chips"})),
     ("ThroughputDrift", drifted, True, RollReason.DRIFT, frozenset({"drift"})),
     ("CanaryPassing", nothing, True, None, frozenset()),
 ]
@@ -141,10 +148,16 @@ def test_the_earlier_rule_wins_when_both_hold(
 
 
 def test_every_pair_of_rules_is_ranked_but_those_on_one_field() -> None:
-    # ConfigMismatch and CheckingConfig are one field's two values, and so are NodeUnhealthy and NPUFault
-    # (the plugin's verdict names the node or one chip): never both at once
+    # ConfigMismatch and CheckingConfig are one field's two values, and so are NodeUnhealthy, NPUFault and
+    # NPUPreSeparate (the plugin's verdict names the node, or one chip and whether it lets the pod drain):
+    # never two at once
     skipped = {(a[0], b[0]) for a, b in itertools.combinations(TABLE, 2) if a[4] & b[4]}
-    assert skipped == {("ConfigMismatch", "CheckingConfig"), ("NodeUnhealthy", "NPUFault")}
+    assert skipped == {
+        ("ConfigMismatch", "CheckingConfig"),
+        ("NodeUnhealthy", "NPUFault"),
+        ("NodeUnhealthy", "NPUPreSeparate"),
+        ("NPUFault", "NPUPreSeparate"),
+    }
 
 
 def test_the_rule_answers_reason_message_and_whether_it_failed() -> None:

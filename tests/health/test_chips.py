@@ -23,6 +23,7 @@ from ascend_operator.health.chips import (
     observed_only,
     parse_device_info,
     pod_chips,
+    separating,
 )
 from ascend_operator.health.judge import PodHealth
 from ascend_operator.health.machine import Observations, step
@@ -46,9 +47,17 @@ def fault(chip: int, level: str, codes: str = "80E18402", *, network: bool = Fal
     }
 
 
-def device_info(*faults: dict[str, Any], free: str = "", age: float = 0.0) -> dict[str, str]:
-    """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42)."""
-    unhealthy = ",".join(f["npu_name"] for f in faults if f["fault_type"] == "CardUnhealthy")
+def device_info(
+    *faults: dict[str, Any], free: str = "", age: float = 0.0, in_use: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42); a chip in
+    `in_use` at PreSeparateNPU stays off the Unhealthy list (device/ascendcommon.go isHealthy)."""
+    unhealthy = ",".join(
+        f["npu_name"]
+        for f in faults
+        if f["fault_type"] == "CardUnhealthy"
+        and not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in in_use)
+    )
     devices = {
         "huawei.com/Ascend910": free,
         "huawei.com/Ascend910-Fault": json.dumps(list(faults)),
@@ -157,6 +166,50 @@ def test_the_message_names_node_chip_level_and_codes_and_the_worst_fault_wins() 
         chip="Ascend910-4",
         level="SeparateNPU",
     )
+
+
+DRAIN_CASES: list[tuple[str, dict[str, str], str, bool]] = [
+    # (case, device info, the chip named, drained first)
+    ("PreSeparateNPU alone: the chip still works for the pod, which is drained",
+     device_info(fault(2, "PreSeparateNPU")), "Ascend910-2", True),
+    ("two chips pre-separated: still drained", device_info(fault(2, "PreSeparateNPU"), fault(5, "PreSeparateNPU")),
+     "Ascend910-2", True),
+    ("PreSeparateNPU beside a RestartBusiness: the work is broken, cut off at once naming the breaking chip",
+     device_info(fault(2, "PreSeparateNPU"), fault(6, "RestartBusiness")), "Ascend910-6", False),
+    ("FreeRestartNPU: service execution is affected, not drained", device_info(fault(2, "FreeRestartNPU")),
+     "Ascend910-2", False),
+    ("SeparateNPU", device_info(fault(2, "SeparateNPU")), "Ascend910-2", False),
+    ("RestartRequest past 60 s", device_info(fault(3, "RestartRequest", age=61)), "Ascend910-3", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "data", "chip", "drain"), DRAIN_CASES, ids=[c[0] for c in DRAIN_CASES])
+def test_only_a_pre_separated_chip_lets_its_pod_drain(case: str, data: dict[str, str], chip: str, drain: bool) -> None:
+    found = verdict(data, ALL)
+    assert found is not None
+    assert (found.chip, found.drain) == (chip, drain)
+
+
+SEPARATING_CASES: list[tuple[str, dict[str, str], bool]] = [
+    # (case, device info, new engines kept off the node)
+    ("a pre-separated chip still in use counts allocatable: the successor would land on it",
+     device_info(fault(2, "PreSeparateNPU"), in_use=("Ascend910-2",)), True),
+    ("once free the plugin lists it Unhealthy: allocatable tells the truth", device_info(fault(2, "PreSeparateNPU")),
+     False),
+    ("a SeparateNPU chip is Unhealthy at once", device_info(fault(2, "SeparateNPU")), False),
+    ("a stale report keeps no node off", device_info(fault(2, "PreSeparateNPU"), in_use=("Ascend910-2",), age=960),
+     False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "data", "kept_off"), SEPARATING_CASES, ids=[c[0] for c in SEPARATING_CASES])
+def test_a_node_is_kept_off_while_a_chip_to_separate_still_counts_allocatable(
+    case: str, data: dict[str, str], kept_off: bool
+) -> None:
+    why = separating(node_report("atlas-0", data, None), now=NOW)
+    assert (why is not None) == kept_off
+    if why is not None:
+        assert why.startswith("chip(s) Ascend910-2 of node atlas-0 are to be separated once free (PreSeparateNPU)")
 
 
 def test_the_documentations_own_example_reads_as_the_plugin_means_it() -> None:

@@ -52,7 +52,8 @@ class Roll(ApiModel):
     uid: str = Field(default="", description="The uid of the deleted pod (a successor of the same name has another).")
     reason: str = Field(
         description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown, Duplicate, TopologyChanged, "
-        "NPUFault (the device plugin reports a chip of the pod faulty), NodeUnhealthy (NodeD reports its node "
+        "NPUFault (the device plugin reports a chip of the pod faulty), NPUPreSeparate (it will separate a chip of "
+        "the pod once free: drained first), NodeUnhealthy (NodeD reports its node "
         "UnHealthy, or most of its chips are faulty) or GroupRecreated (observed: a group LeaderWorkerSet "
         "recreated on its own).",
     )

@@ -41,7 +41,7 @@ from ascend_operator.controller.metrics import forget_service, publish_chip_repo
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
-from ascend_operator.health.chips import node_unhealthy
+from ascend_operator.health.chips import node_unhealthy, separating
 from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
 from ascend_operator.render.pd import LABEL_PD_GROUP
@@ -299,11 +299,17 @@ async def health_loop(
 
 
 def _unhealthy_nodes(reports: ChipReports) -> Callable[[], dict[str, str]]:
-    """The nodes MindCluster takes out whole (health/chips.py `node_unhealthy`), node -> why."""
+    """The nodes new engines keep off, node -> why: those MindCluster takes out whole (health/chips.py
+    `node_unhealthy`), and those with a chip it separates once free that still counts allocatable
+    (`separating`: the successor of a drained pod would land right back on it)."""
 
     def unhealthy() -> dict[str, str]:
         now = time.time()
-        return {r.node: why for r in reports.reports() if (why := node_unhealthy(r, now=now)) is not None}
+        return {
+            r.node: why
+            for r in reports.reports()
+            if (why := node_unhealthy(r, now=now) or separating(r, now=now)) is not None
+        }
 
     return unhealthy
 

@@ -19,6 +19,7 @@ class RollReason(StrEnum):
     DUPLICATE = "Duplicate"
     TOPOLOGY_CHANGED = "TopologyChanged"
     NPU_FAULT = "NPUFault"
+    NPU_PRE_SEPARATE = "NPUPreSeparate"
     NODE_UNHEALTHY = "NodeUnhealthy"
     GROUP_RECREATED = "GroupRecreated"
 
@@ -72,6 +73,13 @@ KINDS: Mapping[RollReason, Kind] = MappingProxyType(
             why="the Ascend device plugin reports a chip the pod holds faulty at a level MindCluster acts on "
             "(health/chips.py): the plugin never evicts, and the chip cannot be reset while the pod holds it",
             hung=True,
+        ),
+        RollReason.NPU_PRE_SEPARATE: Kind(
+            why="the device plugin pre-separates a chip the pod holds (PreSeparateNPU): the chip still works for "
+            "the pod using it and goes once free, so the pod is drained like a planned roll, never as the last "
+            "serving replica (health/chips.py)",
+            serving=True,
+            drains=True,
         ),
         RollReason.NODE_UNHEALTHY: Kind(
             why="NodeD reports the pod's node UnHealthy, or most of its chips are faulty: one cause for the node, "

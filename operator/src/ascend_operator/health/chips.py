@@ -70,8 +70,14 @@ LEVELS = (
     "SubHealthFault",
     "NotHandleFault",
 )
-#: Levels at which the pod goes at once.
+#: Levels at which the pod goes.
 ACTED_ON = frozenset(LEVELS[:6])
+#: Of those, the level whose chip still works for the pod using it: the plugin keeps reporting a
+#: PreSeparateNPU chip Healthy while a pod uses it and separates it once free (ascend-device-plugin
+#: device/ascendcommon.go `isHealthy`; the docs: "pre-isolate the chip; whether to reschedule is decided by
+#: the job's actual running status"). Its pod is drained, not cut off. Every other acted-on level breaks
+#: or restarts the work on the chip (FreeRestartNPU: "service execution is affected").
+DRAINED = frozenset({"PreSeparateNPU"})
 #: Acted on once the fault has lasted this long (MindCluster reschedules an inference job after 60 s).
 RESTART_REQUEST = "RestartRequest"
 RESTART_REQUEST_SECONDS = 60.0
@@ -119,6 +125,8 @@ class ChipFinding:
     message: str
     chip: str = ""
     level: str = ""
+    drain: bool = False
+    """Every fault acted on is at a DRAINED level: the pod still serves and is drained before it goes."""
 
 
 def _severity(level: str) -> int:
@@ -267,11 +275,27 @@ def node_unhealthy(report: NodeReport, *, now: float, chips_per_node: int = 8) -
     return None
 
 
+def separating(report: NodeReport, *, now: float) -> str | None:
+    """Why new engines must keep off the node for now: a chip at a DRAINED level that the plugin still counts
+    allocatable (it reports such a chip Healthy while a pod uses it, and Unhealthy only some time after the
+    pod is gone), so the scheduler would bind the drained pod's successor right back onto it. None once the
+    plugin lists the chip Unhealthy (allocatable then tells the truth) or when the report is stale."""
+    if stale(report, now=now) is not None:
+        return None
+    chips = sorted({f.chip for f in report.faults if f.level in DRAINED and f.chip not in report.unhealthy})
+    if not chips:
+        return None
+    return (
+        f"chip(s) {', '.join(chips)} of node {report.node} are to be separated once free (PreSeparateNPU) while "
+        "the device plugin still counts them allocatable"
+    )
+
+
 def judge_chips(
     report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float, chips_per_node: int = 8
 ) -> ChipFinding | None:
     """The pod's hardware verdict: None, its node (the judge's NodeUnhealthy), or its most serious chip
-    fault (NPUFault)."""
+    fault (NPUFault; NPUPreSeparate when every fault acted on leaves the chip working for the pod)."""
     if (why := node_unhealthy(report, now=now, chips_per_node=chips_per_node)) is not None:
         return ChipFinding(node_wide=True, message=why)
     if stale(report, now=now) is not None:
@@ -280,13 +304,14 @@ def judge_chips(
     acted = [f for f in report.faults if f.chip in held and _acts(f, group_member=group_member, now=now)]
     if not acted:
         return None
-    worst = min(acted, key=lambda f: _severity(f.level))
+    breaking = [f for f in acted if f.level not in DRAINED]
+    worst = min(breaking or acted, key=lambda f: _severity(f.level))
     kind = "network fault" if worst.network else "fault"
     message = (
         f"chip {worst.chip} on node {report.node}: {kind} at level {worst.level} "
         f"(codes {', '.join(worst.codes) or 'none given'}), reported by the Ascend device plugin"
     )
-    return ChipFinding(node_wide=False, message=message, chip=worst.chip, level=worst.level)
+    return ChipFinding(node_wide=False, message=message, chip=worst.chip, level=worst.level, drain=not breaking)
 
 
 def observed_only(report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float) -> tuple[str, ...]:

@@ -168,7 +168,14 @@ def _node_unhealthy(f: Facts) -> Finding | None:
 
 def _npu_fault(f: Facts) -> Finding | None:
     chips = f.state.chips
-    return Finding(message=chips.message) if chips is not None and not chips.node_wide else None
+    return Finding(message=chips.message) if chips is not None and not chips.node_wide and not chips.drain else None
+
+
+def _npu_pre_separate(f: Facts) -> Finding | None:
+    """A chip the plugin will separate once free, under an engine that still serves (every rule before this
+    one found nothing wrong with it): the pod is drained, then replaced."""
+    chips = f.state.chips
+    return Finding(message=chips.message) if chips is not None and chips.drain else None
 
 
 def _worker_gone(f: Facts) -> Finding | None:
@@ -278,6 +285,9 @@ STALLED = Rule(reason=RollReason.STALLED.value, check=_stalled, roll=RollReason.
 CHECKING_CONFIG = Rule(reason="CheckingConfig", check=_checking_config, pending=True)
 CANARY_FAILING = Rule(reason="CanaryFailing", check=_canary_failing, config="canary")
 AWAITING_CANARY = Rule(reason="AwaitingCanary", check=_awaiting_canary, pending=True, config="canary")
+NPU_PRE_SEPARATE = Rule(
+    reason=RollReason.NPU_PRE_SEPARATE.value, check=_npu_pre_separate, ready=True, roll=RollReason.NPU_PRE_SEPARATE
+)
 DRIFTED = Rule(reason=RollReason.DRIFT.value, check=_drifted, ready=True, roll=RollReason.DRIFT, config="drift")
 PASSING = Rule(reason="CanaryPassing", check=_passing, ready=True)
 
@@ -293,6 +303,7 @@ CHAIN: tuple[Rule, ...] = (
     CHECKING_CONFIG,
     CANARY_FAILING,
     AWAITING_CANARY,
+    NPU_PRE_SEPARATE,
     DRIFTED,
     PASSING,
 )
