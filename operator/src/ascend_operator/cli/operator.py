@@ -82,8 +82,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     op.add_argument(
         "--npu-faults", action="store_true",
         help="read the Ascend device plugin's and NodeD's per-node ConfigMaps (kube-system, mindx-dl) and roll a "
-        "pod whose chip or node they report faulty (NPUFault, NodeUnhealthy); needs list/watch of ConfigMaps "
-        "there (the chart's npuFaults.enabled)",
+        "pod whose chip or node they report faulty (NPUFault, NodeUnhealthy; NPUPreSeparate drains first); needs "
+        "list/watch of ConfigMaps there (the chart's npuFaults.enabled)",
     )  # fmt: skip
     add_operator_identity(op)
     op.set_defaults(func=run_operator)
