@@ -148,6 +148,21 @@ def drop_chip(cluster: Cluster, node: str, left: int) -> None:
     cluster.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
 
 
+def serving(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, attach: Callable[..., Proc], *, nodes: int, **spec: Any
+) -> list[str]:
+    """`nodes` fresh nodes for this test, the simulator attached, and service svc (the example with `spec`)
+    applied and waited for until every replica's gate reads True/CanaryPassing; the node names."""
+    names = add_nodes(nodes)
+    label_nodes(cluster, names, namespace)
+    attach()
+    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
+    replicas = int(spec.get("replicas", 1))
+    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"] * replicas, timeout=150,
+             message=f"{replicas} replica(s) Ready")  # fmt: skip
+    return names
+
+
 def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_another_node(
     cluster: Cluster,
     namespace: str,
@@ -155,12 +170,7 @@ def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_a
     npu_operator: tuple[Proc, int],
     attach: Callable[..., Proc],
 ) -> None:
-    nodes = add_nodes(2)
-    label_nodes(cluster, nodes, namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
-    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
-             message="Ready")  # fmt: skip
+    serving(cluster, namespace, add_nodes, attach, nodes=2, health=FAST)
     first = live(cluster, namespace)[0]
     node = first["spec"]["nodeName"]
     mount_chips(cluster, namespace, first)
@@ -212,12 +222,7 @@ def test_a_node_noded_reports_unhealthy_rolls_its_pod_once_and_its_successor_wai
     the pod, as NodeUnhealthy naming the node, once (issue 30: one cause, not a roll per chip or per pass);
     the successor waits for capacity elsewhere rather than landing on the node MindCluster isolates, and is
     placed on a node that comes."""
-    [node] = add_nodes(1)
-    label_nodes(cluster, [node], namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
-    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
-             message="Ready")  # fmt: skip
+    [node] = serving(cluster, namespace, add_nodes, attach, nodes=1, health=FAST)
     first = live(cluster, namespace)[0]
     mount_chips(cluster, namespace, first)
     plugin_report(cluster, node, [])  # the plugin sees nothing wrong; its free list is empty (all 8 serve)
@@ -271,12 +276,7 @@ def test_eight_chips_failing_at_once_are_one_node_cause_and_one_roll(
     NodeUnhealthy naming the node, one roll, not eight NPUFault rolls; the replica on the healthy node keeps
     serving untouched, and the successor, kept off the failed node, waits for capacity with a message saying
     so (the only other node is full) while no further deletion happens."""
-    nodes = add_nodes(2)
-    label_nodes(cluster, nodes, namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, replicas=2, health=FAST), namespace=namespace)
-    wait_for(lambda: sorted(gate(p) for p in live(cluster, namespace)) == ["True/CanaryPassing"] * 2, timeout=150,
-             message="both replicas Ready")  # fmt: skip
+    serving(cluster, namespace, add_nodes, attach, nodes=2, replicas=2, health=FAST)
     before = live(cluster, namespace)
     for pod in before:
         mount_chips(cluster, namespace, pod)
@@ -315,12 +315,7 @@ def test_no_noded_report_and_no_free_chip_is_a_healthy_node(
     `huawei.com/Ascend910` lists free chips only (ascendcommon.go:657-661): a node whose 8 chips all serve the
     engine and of which NodeD says nothing rolls nothing. The operator is seen reading NodeD's ConfigMaps
     meanwhile: the other node's UnHealthy report shows in its metric."""
-    nodes = add_nodes(2)
-    label_nodes(cluster, nodes, namespace)
-    attach()
-    cluster.apply(example("svc", node_label=namespace, health=FAST), namespace=namespace)
-    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"], timeout=150,
-             message="Ready")  # fmt: skip
+    nodes = serving(cluster, namespace, add_nodes, attach, nodes=2, health=FAST)
     first = live(cluster, namespace)[0]
     node = first["spec"]["nodeName"]
     other = next(n for n in nodes if n != node)
@@ -386,13 +381,7 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     """PreSeparateNPU: the plugin keeps the chip for the pod using it and separates it once free, so the pod
     goes like a planned roll: out of the Service, its requests finish, then deleted (not the short grace of a
     hung pod), and the successor lands where the chip is not."""
-    nodes = add_nodes(3)
-    label_nodes(cluster, nodes, namespace)
-    attach()
-    spec = {"replicas": 2, "health": FAST, "rollout": {"drainSeconds": 300}}
-    cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
-    wait_for(lambda: [gate(p) for p in live(cluster, namespace)] == ["True/CanaryPassing"] * 2, timeout=150,
-             message="Ready")  # fmt: skip
+    serving(cluster, namespace, add_nodes, attach, nodes=3, replicas=2, health=FAST, rollout={"drainSeconds": 300})
     target = next(p for p in live(cluster, namespace) if p["metadata"]["name"] == "svc-0")
     node, url = target["spec"]["nodeName"], f"http://{target['status']['podIP']}:8000"
     mount_chips(cluster, namespace, target)

@@ -183,7 +183,7 @@ class Store:
             return f"{scheme}://{self.bucket}.{host}/{key}"
         return f"{endpoint}/{quote(self.bucket, safe='')}/{key}"
 
-    def open(self, method: str, path: str, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    def open(self, method: str, path: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
         """The response (raises FetchError naming the object and the server's reason)."""
         url = self.url(path)
         headers = dict(headers or {})
@@ -223,11 +223,12 @@ def reason(e: HTTPError) -> str:
     return f"{code}: {message}" if code else str(e.reason)
 
 
-def file_sha256(path: str, digest: object | None = None):  # type: ignore[no-untyped-def]
-    h = digest or hashlib.sha256()
+def file_sha256(path: str) -> hashlib._Hash:
+    """The SHA-256 of the file so far, to go on updating as more of it arrives."""
+    h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)  # type: ignore[attr-defined]
+            h.update(block)
     return h
 
 
