@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -381,12 +382,14 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     """PreSeparateNPU: the plugin keeps the chip for the pod using it and separates it once free, so the pod
     goes like a planned roll: out of the Service, its requests finish, then deleted (not the short grace of a
     hung pod), and the successor lands where the chip is not."""
-    serving(cluster, namespace, add_nodes, attach, nodes=3, replicas=2, health=FAST, rollout={"drainSeconds": 300})
+    # at real engine speed (time scale 1): the drain waits on a request that lasts as long as it would on NPUs
+    serving(cluster, namespace, add_nodes, partial(attach, AIS_SIM_TIME_SCALE="1"), nodes=3, replicas=2,
+            health=FAST, rollout={"drainSeconds": 300})  # fmt: skip
     target = next(p for p in live(cluster, namespace) if p["metadata"]["name"] == "svc-0")
     node, url = target["spec"]["nodeName"], f"http://{target['status']['podIP']}:8000"
     mount_chips(cluster, namespace, target)
     inflight: dict[str, Any] = {}
-    body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 4000, "ignore_eos": True}
+    body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 1000, "ignore_eos": True}
     thread = completion(url, body, inflight)
     wait_for(lambda: metric_values(f"{url}/metrics", "vllm:num_requests_running").get("", 0) >= 1, timeout=30,
              message="the request runs")  # fmt: skip
@@ -400,7 +403,7 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     assert thread.is_alive(), "the request ended before the drain began: nothing shows it was waited for"
     thread.join(timeout=300)
     assert inflight["status"] == 200
-    assert inflight["body"]["usage"]["completion_tokens"] == 4000
+    assert inflight["body"]["usage"]["completion_tokens"] == 1000
     roll = wait_for(
         lambda: next((r for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
                       if r["uid"] == uid), None),
