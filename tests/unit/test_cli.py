@@ -25,7 +25,7 @@ def test_render_prints_pod_service_network_policy_and_budget_and_nothing_on_stde
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
-    assert kinds == ["Pod", "Service", "NetworkPolicy", "PodDisruptionBudget"]
+    assert kinds == ["NetworkPolicy", "Pod", "Service", "PodDisruptionBudget"]  # as a pass applies them
 
 
 def test_render_of_a_two_node_spec_prints_one_leader_worker_set_the_service_and_the_group_budget() -> None:
@@ -34,13 +34,33 @@ def test_render_of_a_two_node_spec_prints_one_leader_worker_set_the_service_and_
     docs = list(yaml.safe_load_all(result.stdout))
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert names == [
+        ("NetworkPolicy", "dsr1"),
         ("LeaderWorkerSet", "dsr1-group"),
         ("Service", "dsr1"),
-        ("NetworkPolicy", "dsr1"),
         ("PodDisruptionBudget", "dsr1"),
     ]
     # one replica of two nodes, minAvailable 1 (a replica): a drain may evict neither pod of the only group
     assert docs[-1]["spec"]["minAvailable"] == 2
+
+
+def test_render_of_a_pd_split_prints_the_role_services_what_each_becomes_and_the_router_in_pd_mode() -> None:
+    result = aisctl("render", "-f", str(EXAMPLE.parent / "dsv4-flash-pd.yaml"))
+    assert result.returncode == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    pods = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Pod"}
+    assert sorted(pods) == ["dsv4-flash-pd-decode-0", "dsv4-flash-pd-prefill-0"]  # no aggregated engine
+    roles = {d["metadata"]["name"] for d in docs if d["kind"] == "AscendInferenceService"}
+    assert roles == {"dsv4-flash-pd-prefill", "dsv4-flash-pd-decode"}
+    for name, kv_role in (("dsv4-flash-pd-prefill-0", "kv_producer"), ("dsv4-flash-pd-decode-0", "kv_consumer")):
+        args = pods[name]["spec"]["containers"][0]["args"]
+        config = args[args.index("--kv-transfer-config") + 1]
+        assert '"kv_connector":"MooncakeConnectorV1"' in config
+        assert f'"kv_role":"{kv_role}"' in config
+    router = next(d for d in docs if d["kind"] == "Deployment")
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--vllm-pd-disaggregation" in args
+    assert args[args.index("--prefill-selector") + 1] == "inference.ascend.dev/service=dsv4-flash-pd-prefill"
+    assert args[args.index("--decode-selector") + 1] == "inference.ascend.dev/service=dsv4-flash-pd-decode"
 
 
 def test_bad_spec_exits_2_naming_field_and_rule(tmp_path: Path) -> None:

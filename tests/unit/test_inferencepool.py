@@ -122,16 +122,16 @@ def test_endpoint_picker_ref_keeps_gie_limits(example_body: dict[str, Any], ref:
     assert any(problem in p for p in err.value.problems), err.value.problems
 
 
-def test_render_prints_the_pool_after_the_service_only_when_enabled() -> None:
+def test_render_prints_the_pool_last_only_when_enabled() -> None:
     body = yaml.safe_load(EXAMPLE.read_text())
     plain = [d["kind"] for d in yaml.safe_load_all(aisctl("render", "-f", str(EXAMPLE)).stdout)]
-    assert plain == ["Pod", "Service", "NetworkPolicy", "PodDisruptionBudget"]
+    assert plain == ["NetworkPolicy", "Pod", "Service", "PodDisruptionBudget"]
     body["spec"]["routing"] = {"inferencePool": {"enabled": True, "endpointPickerRef": PICKER}}
     result = aisctl("render", "-f", "-", stdin=yaml.safe_dump(body))
     assert result.returncode == 0, result.stderr
     docs = list(yaml.safe_load_all(result.stdout))
-    assert [d["kind"] for d in docs] == ["Pod", "Service", "InferencePool", "NetworkPolicy", "PodDisruptionBudget"]
-    assert docs[2]["spec"]["selector"]["matchLabels"] == docs[1]["spec"]["selector"]
+    assert [d["kind"] for d in docs] == ["NetworkPolicy", "Pod", "Service", "PodDisruptionBudget", "InferencePool"]
+    assert docs[4]["spec"]["selector"]["matchLabels"] == docs[2]["spec"]["selector"]
     body["spec"]["routing"] = {"inferencePool": {"enabled": True}}
     refused = aisctl("render", "-f", "-", stdin=yaml.safe_dump(body))
     assert refused.returncode == 2

@@ -217,13 +217,13 @@ print(json.dumps(dataclasses.asdict(parsed), default=str))
 
 def test_vllm_router_reads_the_p_d_arguments_as_one_selector_per_role(example_body: dict[str, Any]) -> None:
     from ascend_operator.api.parse import ParsedService
-    from ascend_operator.controller.owned import router_target
+    from ascend_operator.render.desired import router_target
     from ascend_operator.render.router import build_router_args
 
     spec = parent(example_body, decode={"replicas": 2, "engine": {"maxNumSeqs": 16}})
     assert spec.router is not None
     parsed = ParsedService(name="dsv4", namespace="llm", uid="u", generation=1, spec=spec)
-    args = build_router_args(spec.router, router_target(parsed, OWNER))
+    args = build_router_args(spec.router, router_target(parsed.spec, OWNER))
     assert "--selector" not in args
     out = subprocess.run(["bash", str(REPO / "hack" / "vllm-router.sh")], capture_output=True, text=True, timeout=900)
     python = Path(out.stdout.strip().splitlines()[-1]).parent / "python"

@@ -21,6 +21,7 @@ from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.routing import PoolAction, plan_pool, sync_inference_pool
+from ascend_operator.render.desired import Desired
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
 from tests.fixtures.kube import FakeKube
@@ -29,6 +30,11 @@ from tests.unit.test_inferencepool import PICKER
 
 UID = "3f1c7f9e-0000-4000-8000-000000000001"
 OWNER = Owner(name="dsv4-flash", namespace="llm", uid=UID)
+
+
+def _pool(parsed: ParsedService) -> dict[str, Any] | None:
+    """The pool the reconcile pass hands the step: render/desired.py's."""
+    return Desired(spec=parsed.spec, owner=OWNER).inference_pool
 
 
 POOL_KIND = "InferencePool"
@@ -71,22 +77,22 @@ def _cond(result: Any) -> tuple[str, str, str]:
 
 async def test_creates_the_pool_and_reports_it_synced(routed: ParsedService) -> None:
     kube = cluster()
-    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "True", "Synced")
     assert "selects pods inference.ascend.dev/service=dsv4-flash on port 8000" in result[0][3]
     assert pool(kube)["spec"] == build_inference_pool(routed.spec, owner=OWNER)["spec"]
-    again = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    again = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert again == result
     assert pool_verbs(kube) == ["get", "create", "get"]  # in sync: no write
 
 
 async def test_a_changed_spec_replaces_the_pools_spec(routed: ParsedService, example_body: dict[str, Any]) -> None:
     kube = cluster()
-    await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     pool(kube)["spec"]["selector"]["matchLabels"]["stale"] = "x"  # someone edited it
     example_body["spec"]["engine"]["port"] = 8100
     moved = parse_resource(example_body)
-    await sync_inference_pool(kube, moved.spec, OWNER, previous=None)
+    await sync_inference_pool(kube, _pool(moved), OWNER, previous=None)
     assert pool_verbs(kube)[-1] == "patch"
     assert pool(kube)["spec"] == {
         "selector": {"matchLabels": {"inference.ascend.dev/service": "dsv4-flash"}},
@@ -102,20 +108,20 @@ async def test_a_changed_spec_replaces_the_pools_spec(routed: ParsedService, exa
 
 
 async def test_missing_crd_is_a_condition_naming_the_crd_not_an_error(routed: ParsedService) -> None:
-    result = await sync_inference_pool(cluster(crd=False), routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(cluster(crd=False), _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "False", "CRDNotInstalled")
     assert "inferencepools.inference.networking.k8s.io" in result[0][3]
 
 
 async def test_forbidden_names_the_chart_value(routed: ParsedService) -> None:
-    result = await sync_inference_pool(cluster(refuse=403), routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(cluster(refuse=403), _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "False", "Forbidden")
     assert "routing.inferencePool.enabled=true" in result[0][3]
     assert "inferencepools is forbidden" in result[0][3]
 
 
 async def test_rejected_pool_carries_the_api_servers_message(routed: ParsedService) -> None:
-    result = await sync_inference_pool(cluster(refuse=422), routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(cluster(refuse=422), _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "False", "Rejected")
 
 
@@ -124,7 +130,7 @@ async def test_a_pool_someone_else_owns_is_left_alone(routed: ParsedService) -> 
     foreign = build_inference_pool(routed.spec, owner=Owner(name="dsv4-flash", namespace="llm", uid="other"))
     kube.add(foreign)
     before = copy.deepcopy(pool(kube))
-    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "False", "NotOwned")
     assert pool_verbs(kube) == ["get"]
     assert pool(kube) == before
@@ -132,10 +138,10 @@ async def test_a_pool_someone_else_owns_is_left_alone(routed: ParsedService) -> 
 
 async def test_turning_routing_off_deletes_our_pool_and_drops_the_condition(routed: ParsedService) -> None:
     kube = cluster()
-    on = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    on = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     previous = {"conditions": [{"type": on[0][0], "status": on[0][1], "reason": on[0][2], "message": on[0][3]}]}
     unrouted = parse_resource(yaml.safe_load(EXAMPLE.read_text()))
-    off = await sync_inference_pool(kube, unrouted.spec, OWNER, previous=previous)
+    off = await sync_inference_pool(kube, _pool(unrouted), OWNER, previous=previous)
     assert off == ()
     assert kube.of_kind(POOL_KIND, "llm") == []
     assert pool_verbs(kube)[-1] == "delete"
@@ -143,7 +149,7 @@ async def test_turning_routing_off_deletes_our_pool_and_drops_the_condition(rout
 
 async def test_routing_never_on_makes_no_call(example: ParsedService) -> None:
     kube = cluster(crd=False)
-    assert await sync_inference_pool(kube, example.spec, OWNER, previous=None) == ()
+    assert await sync_inference_pool(kube, _pool(example), OWNER, previous=None) == ()
     assert kube.calls == []
 
 
@@ -185,7 +191,7 @@ async def test_reconcile_pass_serves_on_and_reports_a_missing_crd(routed: Parsed
 
 async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed: ParsedService) -> None:
     kube = timing_out(cluster())
-    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert _cond(result) == ("InferencePoolReady", "Unknown", "Retrying")
     assert "timed out" in result[0][3]
 
@@ -193,15 +199,15 @@ async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed:
 async def test_removal_refused_or_unanswered_stays_pending(routed: ParsedService) -> None:
     unrouted = parse_resource(yaml.safe_load(EXAMPLE.read_text()))
     previous = {"conditions": [{"type": "InferencePoolReady", "status": "True", "reason": "Synced", "message": ""}]}
-    refused = await sync_inference_pool(cluster(refuse=403), unrouted.spec, OWNER, previous=previous)
+    refused = await sync_inference_pool(cluster(refuse=403), _pool(unrouted), OWNER, previous=previous)
     assert _cond(refused) == ("InferencePoolReady", "False", "Forbidden")  # kept, so the next pass retries
-    pending = await sync_inference_pool(timing_out(cluster()), unrouted.spec, OWNER, previous=previous)
+    pending = await sync_inference_pool(timing_out(cluster()), _pool(unrouted), OWNER, previous=previous)
     assert _cond(pending) == ("InferencePoolReady", "Unknown", "Retrying")
 
 
 async def test_synced_says_which_gateways_accepted_the_pool(routed: ParsedService) -> None:
     kube = cluster()
-    await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     pool(kube)["status"] = {
         "parents": [
             {"parentRef": {"name": "inference-gw"}, "conditions": [{"type": "Accepted", "status": "True"}]},
@@ -211,8 +217,8 @@ async def test_synced_says_which_gateways_accepted_the_pool(routed: ParsedServic
             },
         ]
     }
-    result = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    result = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert result[0][3].endswith("; accepted by Gateway inference-gw")
     del pool(kube)["status"]
-    again = await sync_inference_pool(kube, routed.spec, OWNER, previous=None)
+    again = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     assert again[0][3].endswith("; no gateway has accepted it yet")

@@ -20,11 +20,8 @@ from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli.load import Loaded, load
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.crd import build_crd
-from ascend_operator.render.group_pdb import build_group_pdb
-from ascend_operator.render.inferencepool import build_inference_pool
-from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
-from ascend_operator.render.netpol import build_network_policy
-from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service
+from ascend_operator.render.desired import Desired, Placement, rendered
+from ascend_operator.render.pod import Owner
 from ascend_operator.validation.budget import plan_budget
 from ascend_operator.validation.validate import budget_input
 
@@ -45,26 +42,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     loaded = _loaded(args)
     if loaded.errors:
         return EXIT_BAD_INPUT
+    placement = Placement(npu_resource=args.npu_resource, operator=operator_cmd.operator_peer(args))
     objects: list[dict[str, Any]] = []
     for svc in loaded.services:
+        # the operator's own builders (render/desired.py): every object it creates, the role services' too
         owner = Owner(name=svc.name, namespace=svc.namespace)
-        if is_multi_node(svc.spec):
-            objects.append(build_leader_worker_set(svc.spec, owner=owner, npu_resource=args.npu_resource))
-        else:
-            objects += [
-                build_pod(svc.spec, owner=owner, replica=i, npu_resource=args.npu_resource)
-                for i in range(svc.spec.replicas)
-            ]
-        objects.append(build_service(svc.spec, owner=owner))
-        if svc.spec.routing.inference_pool.enabled:
-            objects.append(build_inference_pool(svc.spec, owner=owner))
-        policy = build_network_policy(svc.spec, owner=owner, operator=operator_cmd.operator_peer(args))
-        if policy is not None:
-            objects.append(policy)
-        # a group's budget counts pods by group (render/group_pdb.py), as the operator applies it
-        pdb = build_group_pdb(svc.spec, owner=owner) if is_multi_node(svc.spec) else build_pdb(svc.spec, owner=owner)
-        if pdb is not None:
-            objects.append(pdb)
+        objects += rendered(Desired(spec=svc.spec, owner=owner, placement=placement))
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0
 
@@ -101,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aisctl {version()} ({API_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True)
     render = sub.add_parser(
-        "render", help="print the pods, Service, NetworkPolicy, InferencePool and PodDisruptionBudget a spec becomes"
+        "render",
+        help="print every object the operator creates for a spec: engine pods or LeaderWorkerSet, Service, "
+        "NetworkPolicy, budget, router, P/D role services and what each becomes, InferencePool",
     )
     render.add_argument("-f", "--file", required=True, help="YAML file with AscendInferenceService(s), - for stdin")
     render.add_argument(

@@ -10,8 +10,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
-from ascend_operator.api.disaggregation import PdRole
-from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import RouterStatus
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
@@ -26,18 +24,10 @@ from ascend_operator.clients.resources import (
     Resource,
 )
 from ascend_operator.controller.memory import EventSink
-from ascend_operator.render.group_pdb import build_group_pdb
-from ascend_operator.render.lws import is_multi_node
-from ascend_operator.render.netpol import OperatorPeer, build_network_policy, policy_name
-from ascend_operator.render.pd import role_selector, role_spec
-from ascend_operator.render.pod import Owner, build_pdb, build_service, engine_digest, owned_by, serving_selector
-from ascend_operator.render.router import (
-    RouterTarget,
-    build_router_objects,
-    engine_slots,
-    max_concurrent_requests,
-    router_name,
-)
+from ascend_operator.render.desired import Desired
+from ascend_operator.render.netpol import policy_name
+from ascend_operator.render.pod import Owner, engine_digest, owned_by
+from ascend_operator.render.router import engine_slots, max_concurrent_requests, router_name
 
 #: What to patch so that `current` matches `desired` (None: nothing drifted).
 Drift = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any] | None]
@@ -116,29 +106,26 @@ def _service_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Ma
     return service_patch(dict(current), dict(desired)) or None
 
 
-async def ensure_service(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> None:
+async def ensure_service(kube: Kube, events: EventSink, desired: Desired) -> None:
     """The engines' Service."""
-    desired = build_service(parsed.spec, owner=owner)
-    await ensure(kube, events, SERVICE, owner, owner.name, desired, drift=_service_drift)
+    owner = desired.owner
+    await ensure(kube, events, SERVICE, owner, owner.name, desired.service, drift=_service_drift)
 
 
-async def ensure_pdb(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> None:
+async def ensure_pdb(kube: Kube, events: EventSink, desired: Desired) -> None:
     """The PodDisruptionBudget, counted in groups for a multi-node spec. One name for both, so a topology
     switch patches the budget in place (render/group_pdb.py)."""
-    spec = parsed.spec
-    desired = build_group_pdb(spec, owner=owner) if is_multi_node(spec) else build_pdb(spec, owner=owner)
+    owner = desired.owner
     await ensure(
-        kube, events, PDB, owner, owner.name, desired,
+        kube, events, PDB, owner, owner.name, desired.budget,
         drift=_min_available, created="DisruptionBudgetCreated", removed="DisruptionBudgetRemoved",
     )  # fmt: skip
 
 
-async def ensure_network_policy(
-    kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner, *, operator: OperatorPeer
-) -> None:
+async def ensure_network_policy(kube: Kube, events: EventSink, desired: Desired) -> None:
     """The NetworkPolicy admitting only the operator (and, by spec, clients) to the engine port."""
-    desired = build_network_policy(parsed.spec, owner=owner, operator=operator)
-    await ensure(kube, events, NETWORK_POLICY, owner, policy_name(owner), desired, drift=_whole_spec)
+    owner = desired.owner
+    await ensure(kube, events, NETWORK_POLICY, owner, policy_name(owner), desired.network_policy, drift=_whole_spec)
 
 
 def _hashed(desired: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,39 +164,14 @@ _ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
 )
 
 
-def router_target(parsed: ParsedService, owner: Owner) -> RouterTarget:
-    """What the router routes to: this service's serving engine pods and their slots."""
-    spec = parsed.spec
-    if spec.disaggregation is not None:  # the decode engines hold the slots; the P/D path sends the key
-        decode = role_spec(spec, PdRole.DECODE, group=owner.name)
-        return RouterTarget(
-            owner=owner,
-            engine_port=decode.engine.port,
-            engine_selector=role_selector(owner.name, PdRole.DECODE),
-            engine_replicas=decode.replicas,
-            max_num_seqs=decode.engine.max_num_seqs,
-            data_parallel=decode.parallelism.data,
-            api_key=spec.auth.api_key_secret_ref,
-            disaggregated=(role_selector(owner.name, PdRole.PREFILL), role_selector(owner.name, PdRole.DECODE)),
-        )
-    return RouterTarget(
-        owner=owner,
-        engine_port=spec.engine.port,
-        engine_selector=serving_selector(spec, owner),
-        engine_replicas=spec.replicas,
-        max_num_seqs=spec.engine.max_num_seqs,
-        data_parallel=spec.parallelism.data,
-    )
-
-
-def router_status(parsed: ParsedService, owner: Owner, deployment: Mapping[str, Any] | None) -> RouterStatus | None:
+def router_status(desired: Desired, deployment: Mapping[str, Any] | None) -> RouterStatus | None:
     """The router's part of the status: its pods as the Deployment counts them and the rendered limits."""
-    router = parsed.spec.router
+    router = desired.spec.router
     if router is None:
         return None
-    target = router_target(parsed, owner)
+    target = desired.router_target
     return RouterStatus(
-        service=router_name(owner),
+        service=router_name(desired.owner),
         replicas=router.replicas,
         ready_replicas=int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0),
         max_concurrent_requests=max_concurrent_requests(router, target) * router.replicas,
@@ -227,13 +189,12 @@ def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None
     return {"router": None} if (previous or {}).get("router") else {}
 
 
-async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner) -> RouterStatus | None:
+async def ensure_router(kube: Kube, events: EventSink, desired: Desired) -> RouterStatus | None:
     """spec.router's objects, or their removal (ours only) when it is absent; the router's status."""
-    router = parsed.spec.router
+    router, owner = desired.spec.router, desired.owner
     if router is None and await kube.get(PDB, owner.namespace, router_name(owner)) is None:
         return None  # never had one (the budget is watch-cached: no API call), or removed: nothing to ask for
-    built = [] if router is None else build_router_objects(router, router_target(parsed, owner))
-    desired = {o["kind"]: _hashed(o) if o["kind"] == DEPLOYMENT.kind else o for o in built}
+    wanted = {o["kind"]: _hashed(o) if o["kind"] == DEPLOYMENT.kind else o for o in desired.router}
     # removal: the budget last, since its absence is what says "nothing left" to the next pass
     kinds = _ROUTER_KINDS if router is not None else (*reversed(_ROUTER_KINDS[:-1]), _ROUTER_KINDS[-1])
     seen: dict[str, Mapping[str, Any] | None] = {}
@@ -241,7 +202,7 @@ async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, ow
         for res, drift in kinds:
             announce = "RouterCreated" if res is DEPLOYMENT else ""
             seen[res.kind] = await ensure(
-                kube, events, res, owner, router_name(owner), desired.get(res.kind),
+                kube, events, res, owner, router_name(owner), wanted.get(res.kind),
                 drift=drift, created=announce, removed=announce.replace("Created", "Removed"),
             )  # fmt: skip
     except ApiRefused as exc:  # the engines serve on through their own Service; the user is told the fix
@@ -249,4 +210,4 @@ async def ensure_router(kube: Kube, events: EventSink, parsed: ParsedService, ow
             raise
         fix = "install the chart with router.enabled=true"
         events("Warning", "RouterForbidden", f"the operator may not manage {res.kind} {router_name(owner)}: {fix}")
-    return router_status(parsed, owner, seen.get(DEPLOYMENT.kind))
+    return router_status(desired, seen.get(DEPLOYMENT.kind))

@@ -21,7 +21,8 @@ from ascend_operator.clients.resources import SERVICE_CR, Kube
 from ascend_operator.controller.memory import EventSink
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.status import ConditionRecord, Observed
-from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
+from ascend_operator.render.desired import Desired
+from ascend_operator.render.pd import ROLES, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
 from ascend_operator.render.router import router_name
 
@@ -42,19 +43,18 @@ def had_roles(previous: Mapping[str, Any] | None) -> bool:
     return bool((previous or {}).get("roles"))
 
 
-async def ensure_roles(
-    kube: Kube, events: EventSink, parsed: ParsedService, owner: Owner
-) -> dict[PdRole, dict[str, Any] | None]:
+async def ensure_roles(kube: Kube, events: EventSink, desired: Desired) -> dict[PdRole, dict[str, Any] | None]:
     """Each role's service as the spec renders it (or removed, ours only, when spec.disaggregation is gone);
     returns each role's live object after the pass."""
-    spec = parsed.spec
+    owner = desired.owner
+    wanted = {body["metadata"]["name"]: body for body in desired.roles}
     seen: dict[PdRole, dict[str, Any] | None] = {}
     for role in ROLES:
         name = role_name(owner.name, role)
-        desired = build_role_service(spec, role, owner=owner) if spec.disaggregation is not None else None
-        live = await ensure(kube, events, SERVICE_CR, owner, name, desired, drift=role_drift, created="RoleCreated",
+        body = wanted.get(name)
+        live = await ensure(kube, events, SERVICE_CR, owner, name, body, drift=role_drift, created="RoleCreated",
                             removed="RoleRemoved")  # fmt: skip
-        seen[role] = None if desired is None else dict(live or desired)  # just created: no status yet
+        seen[role] = None if body is None else dict(live or body)  # just created: no status yet
     return seen
 
 
@@ -163,14 +163,6 @@ def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesS
     units = min(r.ready_replicas // per_unit[PdRole(r.role)] for r in roles)
     pods = sum(int(((bodies.get(role) or {}).get("status") or {}).get("replicas") or 0) for role in ROLES)
     return RolesSeen(roles=roles, overrides=pair_conditions(roles, bodies), ready_units=units, pods=pods)
-
-
-def own_part(parsed: ParsedService) -> ParsedService:
-    """The part of the service its own pods serve: none for a disaggregated one (pods left from an aggregated
-    spec are scaled away through the budget, as any scale-down)."""
-    if parsed.spec.disaggregation is None:
-        return parsed
-    return replace(parsed, spec=parsed.spec.model_copy(update={"replicas": 0}))
 
 
 @dataclass(frozen=True, kw_only=True)

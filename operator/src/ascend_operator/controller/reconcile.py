@@ -45,7 +45,7 @@ from ascend_operator.controller.owned import (
     ensure_service,
     router_extra,
 )
-from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair, own_part
+from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.status import (
@@ -57,16 +57,11 @@ from ascend_operator.controller.status import (
 )
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
+from ascend_operator.render.desired import Desired, Placement
 from ascend_operator.render.fitness import NodeFacts, allowed_versions, asks_placement, fenced, unfit
-from ascend_operator.render.lws import build_leader_worker_set, group_spec_hash, is_multi_node, lws_name
+from ascend_operator.render.lws import group_spec_hash, is_multi_node, lws_name
 from ascend_operator.render.netpol import OperatorPeer, policy_name
-from ascend_operator.render.pod import (
-    Owner,
-    build_pod,
-    scale_selector,
-    service_url,
-    spec_hash,
-)
+from ascend_operator.render.pod import Owner, scale_selector, service_url, spec_hash
 from ascend_operator.validation import Finding, Severity, validate_spec
 
 T = TypeVar("T")
@@ -172,12 +167,24 @@ async def _create_pod(ctx: Context, memory: ServiceMemory, body: Mapping[str, An
     memory.announced_failures.clear()
 
 
+def _desired(ctx: Context, parsed: ParsedService, owner: Owner, key_version: str | None) -> Desired:
+    """Every object of the service as this pass builds them (render/desired.py, what `aisctl render`
+    prints), with what the operator read of the cluster: the key's version, the nodes' driver versions
+    (once per pass, not per pod), the nodes MindCluster took out."""
+    placement = Placement(
+        npu_resource=ctx.npu_resource,
+        operator=ctx.operator,
+        key_version=key_version,
+        driver_versions=_driver_versions(ctx, parsed.spec),
+        avoid_nodes=tuple(sorted(_unhealthy(ctx))),
+    )
+    return Desired(spec=parsed.spec, owner=owner, placement=placement)
+
+
 async def _apply_pod_actions(
     ctx: Context,
-    parsed: ParsedService,
-    owner: Owner,
+    desired: Desired,
     pods: list[PodView],
-    key_version: str | None,
     memory: ServiceMemory,
     *,
     replicas: int,
@@ -185,30 +192,20 @@ async def _apply_pod_actions(
 ) -> bool:
     """Create missing replicas; hand deletion candidates (with `more`, a switch's groups) to the disruption
     step. True when anything was done."""
-    digest = spec_hash(parsed.spec, key_version=key_version)
+    spec = desired.engines
+    digest = spec_hash(spec, key_version=desired.placement.key_version)
     memory.create_failures = {}
     actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
-    versions = _driver_versions(ctx, parsed.spec)  # once per pass, not per pod created
-    avoid = sorted(_unhealthy(ctx))
     for action in actions:
         if isinstance(action, CreatePod):
-            body = build_pod(
-                parsed.spec,
-                owner=owner,
-                replica=action.replica,
-                npu_resource=ctx.npu_resource,
-                key_version=key_version,
-                driver_versions=versions,
-                avoid_nodes=avoid,
-            )
-            await _create_pod(ctx, memory, body, digest)
+            await _create_pod(ctx, memory, desired.pod(action.replica), digest)
     candidates = [
         Candidate(pod=a.name, uid=a.uid, reason=a.reason, message=f"{a.reason.value} (spec {digest})")
         for a in actions
         if isinstance(a, DeletePod)
     ]
     decision = await disrupt(
-        _site(ctx, owner), memory, parsed.spec, source="reconcile", candidates=[*candidates, *more]
+        _site(ctx, desired.owner), memory, spec, source="reconcile", candidates=[*candidates, *more]
     )
     return any(isinstance(a, CreatePod) for a in actions) or decision.action is not None
 
@@ -217,23 +214,21 @@ def _site(ctx: Context, owner: Owner) -> Site:
     return Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
 
 
-async def _apply_group(
-    ctx: Context, parsed: ParsedService, owner: Owner, pods: list[PodView], memory: ServiceMemory
-) -> bool:
+async def _apply_group(ctx: Context, desired_objects: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
     """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups within spec.rollout); the
     set grows as single-node pods left by a one-node spec make way for it, and shrinks only when the
     disruption decision removed a group (controller/groups.py). True when anything was done."""
-    desired = build_leader_worker_set(
-        parsed.spec, owner=owner, npu_resource=ctx.npu_resource, driver_versions=_driver_versions(ctx, parsed.spec)
-    )
+    spec, owner = desired_objects.engines, desired_objects.owner
+    desired = desired_objects.groups()
+    assert desired is not None
     name = desired["metadata"]["name"]
     digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
     current = await ctx.kube.get(LWS, owner.namespace, name)
     have_replicas = None if current is None else (current.get("spec") or {}).get("replicas")
     plan = plan_groups(
-        replicas=parsed.spec.replicas,
-        nodes=parsed.spec.parallelism.nodes,
-        npus=parsed.spec.npus,
+        replicas=spec.replicas,
+        nodes=spec.parallelism.nodes,
+        npus=spec.npus,
         pods=pods,
         current=have_replicas if isinstance(have_replicas, int) else None,
     )
@@ -255,31 +250,25 @@ async def _apply_group(
                 "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
             )
             acted = True
-    decision = await disrupt(site, memory, parsed.spec, source="reconcile", candidates=plan.candidates)
+    decision = await disrupt(site, memory, spec, source="reconcile", candidates=plan.candidates)
     return acted or decision.action is not None
 
 
-async def _apply(
-    ctx: Context,
-    parsed: ParsedService,
-    owner: Owner,
-    pods: list[PodView],
-    key_version: str | None,
-    memory: ServiceMemory,
-) -> bool:
+async def _apply(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
     """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done. Groups
     of an earlier multi-node spec make way for single-node pods one budgeted decision at a time."""
-    if is_multi_node(parsed.spec):
-        return await _apply_group(ctx, parsed, owner, pods, memory)
+    if desired.multi_node:
+        return await _apply_group(ctx, desired, pods, memory)
+    owner, replicas = desired.owner, desired.engines.replicas
     plain = [p for p in pods if p.worker_index is None]
     if len(plain) == len(pods):
-        return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=parsed.spec.replicas)
-    plan = plan_pods_beside_groups(replicas=parsed.spec.replicas, pods=pods)
+        return await _apply_pod_actions(ctx, desired, plain, memory, replicas=replicas)
+    plan = plan_pods_beside_groups(replicas=replicas, pods=pods)
     # no group serves: removing the set costs nothing
     if plan.remove_set and await ctx.kube.delete(LWS, owner.namespace, lws_name(owner), foreground=True):
         ctx.events("Normal", RollReason.SPEC_CHANGED, f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
     more = plan.candidates
-    return await _apply_pod_actions(ctx, parsed, owner, plain, key_version, memory, replicas=plan.replicas, more=more)
+    return await _apply_pod_actions(ctx, desired, plain, memory, replicas=plan.replicas, more=more)
 
 
 async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseException) -> None:
@@ -301,32 +290,24 @@ async def _settled(step: Awaitable[T]) -> T | Exception:
         return exc
 
 
-async def _guarded_apply(
-    ctx: Context,
-    parsed: ParsedService,
-    owner: Owner,
-    pods: list[PodView],
-    key_version: str | None,
-    memory: ServiceMemory,
-) -> bool:
+async def _guarded_apply(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
     """The NetworkPolicy and the pod actions, concurrently: a new service's pod waits for one API write,
     not two. Fail closed all the same: when the policy cannot be made, the pods this pass created are
     deleted (an engine listens only after its weights load, minutes after the create, so none served
     unguarded), and later passes make the policy first until it exists, so a refused policy costs one
     pod, not one per retry. A multi-node spec's groups come from a LeaderWorkerSet, not from pods this
     pass can name: the policy goes first there. True when anything was done."""
-    if memory.policy_failed or is_multi_node(parsed.spec):
-        await ensure_network_policy(ctx.kube, ctx.events, parsed, owner, operator=ctx.operator)
+    owner = desired.owner
+    if memory.policy_failed or desired.multi_node:
+        await ensure_network_policy(ctx.kube, ctx.events, desired)
         memory.policy_failed = False
-        return await _apply(ctx, parsed, owner, pods, key_version, memory)
+        return await _apply(ctx, desired, pods, memory)
     # the pods in this task, the policy in a task beside it: the pod create goes to the API client at
     # once, while a new task waits its turn behind the whole loop (at 200 services on 2 cores the policy
     # task that a gather started first delayed the pod create by 2-26 ms; docs/scale.md)
-    guard = asyncio.create_task(
-        ensure_network_policy(ctx.kube, ctx.events, parsed, owner, operator=ctx.operator), name=f"policy {owner.name}"
-    )
+    guard = asyncio.create_task(ensure_network_policy(ctx.kube, ctx.events, desired), name=f"policy {owner.name}")
     try:
-        applied = await _settled(_apply(ctx, parsed, owner, pods, key_version, memory))
+        applied = await _settled(_apply(ctx, desired, pods, memory))
         policy = await _settled(guard)
     finally:
         guard.cancel()  # a no-op once it is done; a cancelled pass leaves no policy create behind
@@ -382,18 +363,18 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     if parsed is not None and not errors and not deleting:
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
         # API call (issue 14)
-        own = own_part(parsed)  # a disaggregated service's engines are its roles': its own pods go
-        if await _guarded_apply(ctx, own, owner, pods, key_version, memory):
+        desired = _desired(ctx, parsed, owner, key_version)  # a P/D split's engines are its roles'
+        if await _guarded_apply(ctx, desired, pods, memory):
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
-        await ensure_service(ctx.kube, ctx.events, own, owner)
-        await ensure_pdb(ctx.kube, ctx.events, own, owner)
-        router = await ensure_router(ctx.kube, ctx.events, parsed, owner)
+        await ensure_service(ctx.kube, ctx.events, desired)
+        await ensure_pdb(ctx.kube, ctx.events, desired)
+        router = await ensure_router(ctx.kube, ctx.events, desired)
         publish_router(owner.namespace, owner.name, router)
         extra.update(router_extra(router, previous))
         if parsed.spec.disaggregation is not None or had_roles(previous):
-            pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, parsed, owner))
+            pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
         # after the pods: routing trouble never delays an engine
-        routing = list(await sync_inference_pool(ctx.kube, parsed.spec, owner, previous))
+        routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, previous))
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers

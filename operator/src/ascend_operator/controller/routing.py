@@ -18,12 +18,11 @@ from typing import Any
 import kopf
 
 from ascend_operator.api.constants import POOL_CRD
-from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import INFERENCE_POOL_READY
 from ascend_operator.clients.kube import ApiRefused, NotServed
 from ascend_operator.clients.resources import POOL, Kube
 from ascend_operator.controller.status import ConditionRecord
-from ascend_operator.render.inferencepool import build_inference_pool, pool_name
+from ascend_operator.render.inferencepool import pool_name
 from ascend_operator.render.pod import Owner
 
 #: The chart value that grants the operator the inferencepools rule.
@@ -134,15 +133,15 @@ async def _remove(kube: Kube, owner: Owner) -> ConditionRecord | None:
 
 
 async def sync_inference_pool(
-    kube: Kube, spec: AscendInferenceServiceSpec, owner: Owner, previous: Mapping[str, Any] | None
+    kube: Kube, desired: Mapping[str, Any] | None, owner: Owner, previous: Mapping[str, Any] | None
 ) -> Sequence[ConditionRecord]:
-    """Make the cluster's pool match the spec; the condition to report (none when routing is off)."""
-    if not spec.routing.inference_pool.enabled:
+    """Make the cluster's pool what render/desired.py asks (None: routing is off, so none of ours); the
+    condition to report (none when routing is off)."""
+    if desired is None:
         if previous_condition(previous) is None:
             return ()  # routing was never on: no call to an API group that may not exist
         left = await _remove(kube, owner)
         return () if left is None else (left,)
-    desired = build_inference_pool(spec, owner=owner)
     name = desired["metadata"]["name"]
     try:
         current = await kube.get(POOL, owner.namespace, name)

@@ -1,0 +1,199 @@
+"""Every object the operator makes for one service, from one place: the reconcile loop applies these and
+`aisctl render` prints them.
+
+Why one place: render and the operator had grown two paths. `aisctl render` printed the engine pods, the
+Service, the NetworkPolicy and the budget, while the operator also made the router's Deployment, its
+ServiceAccount, Role, RoleBinding, Service and budget, and for a P/D split the two role services (not the
+aggregated pod render printed). Now both ask `Desired` for each piece, so what render prints is what the
+operator creates, by construction; tests/e2e/test_render_matches.py compares the two on a cluster.
+
+What the cluster adds is an input (`Placement`): the device plugin's resource name, the operator's own
+pods, the API key's Secret version, the driver versions that meet spec.runtime, the nodes MindCluster took
+out. Render passes the defaults; the operator what it read this pass.
+
+A disaggregated service's engines are its roles': it owns two role services (render/pd.py) and no engine
+of its own, and each role service is then reconciled like any other. `rendered` walks that recursion
+as the operator does, so render shows the role services and what each becomes.
+"""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ascend_operator.api.constants import NPU_RESOURCE
+from ascend_operator.api.disaggregation import PdRole
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.render.group_pdb import build_group_pdb
+from ascend_operator.render.inferencepool import build_inference_pool
+from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
+from ascend_operator.render.netpol import OperatorPeer, build_network_policy
+from ascend_operator.render.pd import ROLES, build_role_service, role_name, role_selector, role_spec
+from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service, serving_selector
+from ascend_operator.render.router import RouterTarget, build_router_objects
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """What the cluster adds to a spec when the operator builds its objects (render: the defaults)."""
+
+    npu_resource: str = NPU_RESOURCE
+    """The device plugin's NPU resource name (`aisctl operator --npu-resource`)."""
+    operator: OperatorPeer = field(default_factory=OperatorPeer)
+    """The operator's own pods, admitted by every NetworkPolicy."""
+    key_version: str | None = None
+    """The API key Secret's resourceVersion (a rotation replaces the engines: render/pod.py spec_hash)."""
+    driver_versions: tuple[str, ...] | None = None
+    """The cluster's driver versions that meet spec.runtime.minDriverVersion; None: not read."""
+    avoid_nodes: tuple[str, ...] = ()
+    """Nodes MindCluster took out whole: new engine pods keep off them."""
+
+
+def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarget:
+    """What the router routes to: this service's serving engine pods and their slots (a P/D split's: the
+    decode engines hold the slots, and the P/D path sends the API key)."""
+    if spec.disaggregation is not None:
+        decode = role_spec(spec, PdRole.DECODE, group=owner.name)
+        return RouterTarget(
+            owner=owner,
+            engine_port=decode.engine.port,
+            engine_selector=role_selector(owner.name, PdRole.DECODE),
+            engine_replicas=decode.replicas,
+            max_num_seqs=decode.engine.max_num_seqs,
+            data_parallel=decode.parallelism.data,
+            api_key=spec.auth.api_key_secret_ref,
+            disaggregated=(role_selector(owner.name, PdRole.PREFILL), role_selector(owner.name, PdRole.DECODE)),
+        )
+    return RouterTarget(
+        owner=owner,
+        engine_port=spec.engine.port,
+        engine_selector=serving_selector(spec, owner),
+        engine_replicas=spec.replicas,
+        max_num_seqs=spec.engine.max_num_seqs,
+        data_parallel=spec.parallelism.data,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Desired:
+    """The objects of one service as the spec asks for them; each piece is built once, on first use."""
+
+    spec: AscendInferenceServiceSpec
+    owner: Owner
+    placement: Placement = field(default_factory=Placement)
+
+    @cached_property
+    def engines(self) -> AscendInferenceServiceSpec:
+        """The part of the spec the service's own engine pods serve: none of a P/D split (its roles serve;
+        pods left from an aggregated spec are scaled away through the budget, as any scale-down)."""
+        if self.spec.disaggregation is None:
+            return self.spec
+        return self.spec.model_copy(update={"replicas": 0})
+
+    @property
+    def multi_node(self) -> bool:
+        return is_multi_node(self.engines)
+
+    def pod(self, replica: int) -> dict[str, Any]:
+        """The engine pod of one replica (single-node specs; indices need not be 0..replicas-1 after a
+        scale-down: controller/plan.py)."""
+        p = self.placement
+        return build_pod(
+            self.engines,
+            owner=self.owner,
+            replica=replica,
+            npu_resource=p.npu_resource,
+            key_version=p.key_version,
+            driver_versions=p.driver_versions,
+            avoid_nodes=p.avoid_nodes,
+        )
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The pods of replicas 0..replicas-1, as a fresh service gets them (none for a multi-node spec)."""
+        return [] if self.multi_node else [self.pod(i) for i in range(self.engines.replicas)]
+
+    def groups(self, *, replicas: int | None = None) -> dict[str, Any] | None:
+        """The LeaderWorkerSet of a multi-node spec (`replicas`: what controller/groups.py plans while
+        single-node pods make way), else None."""
+        if not self.multi_node:
+            return None
+        lws = build_leader_worker_set(
+            self.engines,
+            owner=self.owner,
+            npu_resource=self.placement.npu_resource,
+            driver_versions=self.placement.driver_versions,
+        )
+        if replicas is not None:
+            lws["spec"]["replicas"] = replicas
+        return lws
+
+    @cached_property
+    def service(self) -> dict[str, Any]:
+        """The Service over the serving engine pods."""
+        return build_service(self.engines, owner=self.owner)
+
+    @cached_property
+    def budget(self) -> dict[str, Any] | None:
+        """The engines' PodDisruptionBudget, counted in groups for a multi-node spec (one name for both)."""
+        if self.multi_node:
+            return build_group_pdb(self.engines, owner=self.owner)
+        return build_pdb(self.engines, owner=self.owner)
+
+    @cached_property
+    def network_policy(self) -> dict[str, Any] | None:
+        """The engines' NetworkPolicy, or None when spec.networkPolicy is off."""
+        return build_network_policy(self.spec, owner=self.owner, operator=self.placement.operator)
+
+    @cached_property
+    def inference_pool(self) -> dict[str, Any] | None:
+        """The InferencePool, with spec.routing.inferencePool."""
+        if not self.spec.routing.inference_pool.enabled:
+            return None
+        return build_inference_pool(self.spec, owner=self.owner)
+
+    @cached_property
+    def router_target(self) -> RouterTarget:
+        return router_target(self.spec, self.owner)
+
+    @cached_property
+    def router(self) -> tuple[dict[str, Any], ...]:
+        """spec.router's objects in creation order (identity and rights before the pods that use them)."""
+        if self.spec.router is None:
+            return ()
+        return tuple(build_router_objects(self.spec.router, self.router_target))
+
+    @cached_property
+    def roles(self) -> tuple[dict[str, Any], ...]:
+        """A P/D split's two role services (AscendInferenceServices the parent owns)."""
+        if self.spec.disaggregation is None:
+            return ()
+        return tuple(build_role_service(self.spec, role, owner=self.owner) for role in ROLES)
+
+    def role_desired(self) -> Iterator["Desired"]:
+        """What each role service becomes when the operator reconciles it (none without a P/D split)."""
+        if self.spec.disaggregation is None:
+            return
+        for role in ROLES:
+            owner = Owner(name=role_name(self.owner.name, role), namespace=self.owner.namespace)
+            yield Desired(spec=role_spec(self.spec, role, group=self.owner.name), owner=owner, placement=self.placement)
+
+    def objects(self) -> list[dict[str, Any]]:
+        """This service's own objects in the order a pass applies them: policy and engines, Service, budget,
+        router, role services, InferencePool."""
+        engines = [g] if (g := self.groups()) is not None else self.pods()
+        parts: Sequence[dict[str, Any] | None] = [
+            self.network_policy,
+            *engines,
+            self.service,
+            self.budget,
+            *self.router,
+            *self.roles,
+            self.inference_pool,
+        ]
+        return [o for o in parts if o is not None]
+
+
+def rendered(desired: Desired) -> list[dict[str, Any]]:
+    """Everything that exists once the operator has reconciled the service and what it made: its own
+    objects, then each role service's."""
+    return [*desired.objects(), *(o for role in desired.role_desired() for o in rendered(role))]

@@ -1,0 +1,100 @@
+"""`aisctl render` prints what the operator creates: every example, reconciled into the test double of the API
+server by the operator's own pass, leaves exactly the objects render printed (kinds, names, engine and router
+arguments), the role services of a P/D split reconciled in turn as the operator's handler does.
+
+Why here as well as on a cluster (tests/e2e/test_render_matches.py): this runs in a second for every example
+and fails first; the cluster test adds what only a real API server and scheduler show.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ascend_operator.api.constants import KIND
+from ascend_operator.controller.memory import ServiceMemory
+from ascend_operator.controller.reconcile import Context, reconcile
+from tests.fixtures.kube import FakeKube
+from tests.unit.conftest import EXAMPLE
+
+EXAMPLES = sorted(p for p in EXAMPLE.parent.glob("*.yaml") if f"\nkind: {KIND}\n" in p.read_text())
+NAMESPACE = "llm"
+#: What a pass reads but never makes: the service itself (a role service is compared: the parent makes it).
+NOT_MADE = {"Event"}
+
+
+def load(path: Path) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load(path.read_text())
+    return body
+
+
+def render(path: Path) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [sys.executable, "-m", "ascend_operator.cli.main", "render", "-f", str(path), "-n", NAMESPACE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return list(yaml.safe_load_all(result.stdout))
+
+
+async def reconciled(body: dict[str, Any]) -> FakeKube:
+    """The example applied and reconciled until no pass creates anything more (each service by its own pass,
+    as the operator's handler runs one per AscendInferenceService, role services included)."""
+    kube = FakeKube()
+    kube.add({**body, "metadata": {**body["metadata"], "generation": 1}}, namespace=NAMESPACE)
+    ctx = Context(kube=kube, events=lambda *e: None, now=lambda: "2026-12-01T00:00:00Z")
+    memories: dict[str, ServiceMemory] = {}
+    for _ in range(4):
+        before = set(kube.objects)
+        for service in kube.of_kind(KIND, NAMESPACE):
+            name = service["metadata"]["name"]
+            service["metadata"].setdefault("generation", 1)
+            await reconcile(service, ctx, memories.setdefault(name, ServiceMemory()))
+        if set(kube.objects) == before:
+            return kube
+    raise AssertionError(f"{body['metadata']['name']}: passes kept creating objects")
+
+
+def _args(obj: dict[str, Any]) -> list[list[str]]:
+    """The containers' commands and arguments of a pod, a Deployment or a LeaderWorkerSet."""
+    spec = obj.get("spec") or {}
+    templates = [spec]
+    if "template" in spec:
+        templates = [spec["template"]["spec"]]
+    elif "leaderWorkerTemplate" in spec:
+        lwt = spec["leaderWorkerTemplate"]
+        templates = [lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]]
+    return [[*c.get("command", []), *c.get("args", [])] for t in templates for c in t.get("containers", [])]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+async def test_the_operator_creates_exactly_what_render_prints(path: Path) -> None:
+    printed = render(path)
+    body = load(path)
+    kube = await reconciled(body)
+    parent = body["metadata"]["name"]
+    made = {
+        (kind, name): obj
+        for (kind, ns, name), obj in kube.objects.items()
+        if ns == NAMESPACE and kind not in NOT_MADE and (kind, name) != (KIND, parent)
+    }
+    assert sorted(made) == sorted((o["kind"], o["metadata"]["name"]) for o in printed)
+    for obj in printed:
+        live = made[(obj["kind"], obj["metadata"]["name"])]
+        assert _args(live) == _args(obj), f"{obj['kind']} {obj['metadata']['name']}: arguments differ"
+        if obj["kind"] == KIND:  # a role service: the spec the parent writes is the one render printed
+            assert live["spec"] == obj["spec"]
+
+
+def test_the_examples_cover_a_router_a_pd_split_and_a_multi_node_group() -> None:
+    kinds = {p.stem: {o["kind"] for o in render(p)} for p in EXAMPLES}
+    assert any("Deployment" in k and KIND not in k for k in kinds.values()), "an example with a router"
+    assert any(KIND in k for k in kinds.values()), "an example with a P/D split"
+    assert any("LeaderWorkerSet" in k for k in kinds.values()), "a multi-node example"
