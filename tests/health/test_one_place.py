@@ -19,8 +19,8 @@ from tests.fixtures.spellings import string_literals
 
 PACKAGE = Path(monitor.__file__).resolve().parents[1]
 #: Where a verdict reason may be spelt besides its entry: a detector's own findings (stall, drift) and the
-#: roll reasons (disruption/model.py `RollReason`: a roll is recorded under the verdict that asked for it).
-DETECTOR_VOCABULARY = {"health/stall.py", "health/drift.py", "disruption/model.py"}
+#: roll reasons (api/reasons.py `RollReason`: a roll is recorded under the verdict that asked for it).
+DETECTOR_VOCABULARY = {"health/stall.py", "health/drift.py", "api/reasons.py"}
 #: `spec.health` models no chain entry reads, and who does.
 NOT_VERDICTS = {"rolls": "the disruption decision's rate limit", "recycle": "health/recycle.py, a candidate by age"}
 

@@ -1,10 +1,13 @@
-"""The API reference table of docs/api.md, generated from the models so it cannot drift from them.
+"""The API reference tables of docs/api.md, the spec's and the status's, generated from the models so they
+cannot drift from them: an enum-typed field lists its values (the roll reasons of status.rolls, the router
+policies), taken from the enum the CRD's schema enumerates.
 
-`python -m ascend_operator.api.docs docs/api.md` rewrites the table between the page's api markers;
-tests/unit/test_readme.py fails while the page differs from the models.
+`python -m ascend_operator.api.docs docs/api.md` rewrites the tables between the page's api and status
+markers; tests/unit/test_readme.py fails while the page differs from the models.
 """
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +15,25 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import AscendInferenceServiceStatus
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
     candidates = [annotation, *getattr(annotation, "__args__", ())]
     return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+
+
+def _values(annotation: Any) -> str:
+    """ " One of: `a`, `b`." for an enum-typed field (or a list of one), else ""."""
+    stack, seen = [annotation], []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, type) and issubclass(item, Enum):
+            seen.append(item)
+        stack += getattr(item, "__args__", ())
+    if not seen:
+        return ""
+    return " One of: " + ", ".join(f"`{member.value}`" for member in seen[0]) + "."
 
 
 def _default(info: FieldInfo) -> str:
@@ -35,18 +52,23 @@ def _rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str]]:
     for name, info in model.model_fields.items():
         path = f"{prefix}.{info.alias or name}"
         nested = _model_of(info.annotation)
-        description = (info.description or "").replace("|", "\\|").replace("\n", " ")
+        description = ((info.description or "") + _values(info.annotation)).replace("|", "\\|").replace("\n", " ")
         rows.append((path, _default(info), description))
         if nested is not None:
             rows += _rows(nested, path)
     return rows
 
 
-def api_table() -> str:
-    """A Markdown table of every spec field: path, default, description."""
+def api_table(model: type[BaseModel] = AscendInferenceServiceSpec, prefix: str = "spec") -> str:
+    """A Markdown table of every field of `model` (the spec by default): path, default, description."""
     lines = ["| field | default | description |", "|---|---|---|"]
-    lines += [f"| `{path}` | {default} | {text} |" for path, default, text in _rows(AscendInferenceServiceSpec, "spec")]
+    lines += [f"| `{path}` | {default} | {text} |" for path, default, text in _rows(model, prefix)]
     return "\n".join(lines) + "\n"
+
+
+def status_table() -> str:
+    """The same table for the status the operator writes."""
+    return api_table(AscendInferenceServiceStatus, "status")
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -67,8 +89,8 @@ def block_in(page: str, name: str) -> str:
 
 
 def with_table(page: str) -> str:
-    """`page` with the text between its api markers replaced by the current table."""
-    return with_block(page, "api", api_table())
+    """`page` with the text between its api and status markers replaced by the current tables."""
+    return with_block(with_block(page, "api", api_table()), "status", status_table())
 
 
 def table_in(page: str) -> str:

@@ -5,9 +5,10 @@ lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready`
 `--for=condition=Available` (at least one serves) work on a service.
 """
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ascend_operator.api.base import ApiModel
+from ascend_operator.api.reasons import DrainResult, RollReason
 
 READY = "Ready"
 AVAILABLE = "Available"
@@ -50,19 +51,22 @@ class Roll(ApiModel):
     time: str = Field(description="When (RFC 3339).")
     pod: str = Field(description="The pod that was recreated.")
     uid: str = Field(default="", description="The uid of the deleted pod (a successor of the same name has another).")
-    reason: str = Field(
-        description="Stalled, ThroughputDrift, MaxAge, SpecChanged, ScaleDown, Duplicate, TopologyChanged, "
-        "NPUFault (the device plugin reports a chip of the pod faulty), NPUPreSeparate (it will separate a chip of "
-        "the pod once free: drained first), NodeUnhealthy (NodeD reports its node "
-        "UnHealthy, or most of its chips are faulty) or GroupRecreated (observed: a group LeaderWorkerSet "
-        "recreated on its own).",
+    reason: RollReason = Field(
+        description="Why the pod went: a health verdict, the spec, an NPU fault report, or a group the "
+        "LeaderWorkerSet recreated on its own; docs/disruption.md says what each kind does."
     )
     message: str = Field(default="", description="The detector's finding and evidence.")
-    drain: str = Field(
-        default="",
+    drain: DrainResult | None = Field(
+        default=None,
         description="Completed (its requests reached 0), TimedOut (spec.rollout.drainSeconds passed) or NotDrained "
         "(it served nobody: stalled, crashed, loading).",
     )
+
+    @field_validator("drain", mode="before")
+    @classmethod
+    def _unrecorded(cls, value: object) -> object:
+        """A record kept from before drains were recorded says "": nothing known, as null."""
+        return None if value == "" else value
 
 
 class GroupStatus(ApiModel):

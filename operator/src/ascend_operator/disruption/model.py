@@ -1,27 +1,14 @@
-"""The vocabulary of disruption decisions: why a pod goes, what the decision sees of each pod, and what it
-decides. Separate from the rules so the health machine (which only names reasons) imports no policy."""
+"""The vocabulary of disruption decisions: what each reason for a deletion (api/reasons.py `RollReason`, part of
+the API) means to the decision, what the decision sees of each pod, and what it decides. Separate from the
+rules so the health machine (which only names reasons) imports no policy."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 
-
-class RollReason(StrEnum):
-    """Why a pod is deleted (status.rolls, events and the `ascend_operator_rolls_total{reason}` series). Each
-    member is one kind of deletion; what the decision does with it is its row in `KINDS` below."""
-
-    STALLED = "Stalled"
-    DRIFT = "ThroughputDrift"
-    MAX_AGE = "MaxAge"
-    SPEC_CHANGED = "SpecChanged"
-    SCALE_DOWN = "ScaleDown"
-    DUPLICATE = "Duplicate"
-    TOPOLOGY_CHANGED = "TopologyChanged"
-    NPU_FAULT = "NPUFault"
-    NPU_PRE_SEPARATE = "NPUPreSeparate"
-    NODE_UNHEALTHY = "NodeUnhealthy"
-    GROUP_RECREATED = "GroupRecreated"
+# part of the API (api/reasons.py), and the decision's vocabulary: re-exported for the decision's users
+from ascend_operator.api.reasons import DrainResult as DrainResult
+from ascend_operator.api.reasons import RollReason as RollReason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,17 +97,6 @@ ROLL_RULES = (POD_GONE, "InStartupGrace", "RateLimited", "Cooldown", "LastReadyR
 #: Holds that are not refusals: the pod is already draining, or another decision was taken this pass.
 DRAINING = "Draining"
 ONE_AT_A_TIME = "OneDecisionPerPass"
-
-
-class DrainResult(StrEnum):
-    """How the pod left (status.rolls[].drain)."""
-
-    COMPLETED = "Completed"
-    """Its running and waiting requests reached 0 after the gate went False."""
-    TIMED_OUT = "TimedOut"
-    """spec.rollout.drainSeconds passed with requests still in flight."""
-    NOT_DRAINED = "NotDrained"
-    """It served nobody (not Ready: stalled, crashed, loading) or stopped answering while draining."""
 
 
 @dataclass(frozen=True, kw_only=True)
