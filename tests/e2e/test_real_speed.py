@@ -6,10 +6,9 @@ bug (the pod taken out of the Service by its own health check) cannot show.
 
 Only this test covers C64 at Ascend speed (the simulator's calibration, 32 slots, 32 queued). What it once
 did after the load is covered on the real engine by tests/real/test_real_engine.py: a lone long chunked
-prefill that outlasts two stall windows is never judged unready nor rolled (the 32K prefill in
-test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_and_drain), and a hung engine at
-idle is rolled within 45 s while /health answers 200 (the Worker SIGSTOP in
-test_a_hung_engine_core_or_worker_is_rolled_while_health_says_200).
+prefill that outlasts two stall windows is never judged unready nor rolled (the 32K prefill), and a hung
+engine at idle is rolled within 45 s while /health answers 200 (the Worker SIGSTOP), both in
+test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_drain_and_hangs.
 """
 
 from __future__ import annotations
