@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ascend_operator.controller.clock import iso
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.controller.timestamps import iso
 from ascend_operator.controller.views import PodView, pod_view
 from tests.disruption.cluster import Cluster
 

@@ -21,8 +21,8 @@ from ascend_operator.clients.engine import CanaryResult
 from ascend_operator.controller import engine_io
 from ascend_operator.controller import monitor as monitor_module
 from ascend_operator.controller.engine_io import Monitor, MonitorState
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.monitor import health_pass
+from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.judge import PodHealth, Verdict
 from ascend_operator.health.machine import Action, Observations, RequestRoll, step

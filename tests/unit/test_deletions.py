@@ -12,9 +12,9 @@ import pytest
 from ascend_operator.api.constants import API_VERSION, KIND
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import Roll
-from ascend_operator.controller import faults
+from ascend_operator.controller import crashpoints
 from ascend_operator.controller.deletions import Site, disrupt
-from ascend_operator.controller.memory import ServiceMemory
+from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.disruption import Candidate, Delete, Drain, DrainResult, RollReason
 from tests.fixtures.kube import FakeKube
 
@@ -157,20 +157,20 @@ async def test_the_fault_point_kills_between_record_and_delete(
     example: ParsedService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kills: list[int] = []
-    monkeypatch.setenv(faults.FAULT_AFTER_ROLL_RECORD, "1")
-    monkeypatch.setattr(faults.os, "kill", lambda pid, sig: kills.append(sig))
+    monkeypatch.setenv(crashpoints.FAULT_AFTER_ROLL_RECORD, "1")
+    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: kills.append(sig))
     kube = cluster(raw("svc-0", "u0", ready=False))
     stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED)
     await disrupt(site(kube, []), ServiceMemory(served={"u0"}), example.spec, source="health", candidates=[stall])
-    assert kills == [faults.signal.SIGKILL]
+    assert kills == [crashpoints.signal.SIGKILL]
     assert steps(kube)[0] == ("status", "svc")
 
 
 def test_the_fault_point_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     kills: list[int] = []
-    monkeypatch.delenv(faults.FAULT_AFTER_ROLL_RECORD, raising=False)
-    monkeypatch.setattr(faults.os, "kill", lambda pid, sig: kills.append(sig))
-    faults.after_roll_record()
+    monkeypatch.delenv(crashpoints.FAULT_AFTER_ROLL_RECORD, raising=False)
+    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: kills.append(sig))
+    crashpoints.after_roll_record()
     assert kills == []
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.parse import ParsedService, parse_resource
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.render.fitness import (
     CHIP_LABEL,
     DRIVER_LABEL,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
 from tests.fixtures.kube import FakeKube
 
 ROUTER = {"image": "registry.example/vllm-router:0.1.17"}

@@ -16,8 +16,8 @@ import pytest
 
 from ascend_operator.api.parse import ParsedService
 from ascend_operator.clients.kube import ApiRefused
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
 from tests.fixtures.kube import Call, FakeKube
 from tests.unit.test_routing import UID
 

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from ascend_operator.api.constants import KIND
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
 from tests.fixtures.kube import FakeKube
 from tests.unit.conftest import EXAMPLE
 

@@ -14,8 +14,8 @@ import kopf
 import pytest
 
 from ascend_operator.clients.kube import ApiRefused
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import ServiceMemory
 from tests.fixtures.kube import FakeKube
 
 ROUTER = {"image": "registry.example/vllm-router:0.1.17"}

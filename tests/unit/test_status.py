@@ -138,7 +138,7 @@ def test_live_engine_figures_alone_are_written_at_most_every_interval() -> None:
 
 
 def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_due() -> None:
-    from ascend_operator.controller.memory import ServiceMemory
+    from ascend_operator.controller.service_state import ServiceMemory
     from ascend_operator.controller.status import PodFault
 
     memory = ServiceMemory(extra_status=dict(LIVE), live_written_at=100.0)

@@ -23,7 +23,7 @@ from ascend_operator.api.parse import ParsedService
 from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
 from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
-from ascend_operator.controller.memory import ServiceMemory
+from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch
 from ascend_operator.controller.views import PodView
 from ascend_operator.disruption import Candidate, RollReason

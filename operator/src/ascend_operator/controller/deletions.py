@@ -29,12 +29,12 @@ from ascend_operator.api.constants import ANNOTATION_DRAIN, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import DEGRADED, PROGRESSING, AscendInferenceServiceStatus, Roll
 from ascend_operator.clients.resources import LWS, POD, SERVICE_CR, Kube, service_pods
-from ascend_operator.controller import faults
-from ascend_operator.controller.clock import epoch, iso
+from ascend_operator.controller import crashpoints
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
-from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import record_refusal, record_roll
+from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, merge_patch
+from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import (
     HEALTH_REASONS,
@@ -250,7 +250,7 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
     )
     if not await _append(site, memory, [record], health=action.reason in HEALTH_REASONS):
         return
-    faults.after_roll_record()
+    crashpoints.after_roll_record()
     pod = next((p for p in views if p.uid == action.uid), None)
     if not await _remove(site, pod, name=action.pod, uid=action.uid, reason=action.reason):
         return

@@ -14,7 +14,7 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.engine import CanaryResult, Engines
 from ascend_operator.clients.resources import Kube
 from ascend_operator.clients.secrets import ApiKeyCache
-from ascend_operator.controller.memory import EventSink
+from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.chips import NodeReport
 from ascend_operator.health.judge import CanaryOutcome, PodHealth

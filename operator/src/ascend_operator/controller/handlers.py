@@ -36,10 +36,10 @@ from ascend_operator.clients.kube import KubeApi, load_config
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
-from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import forget_service, publish_chip_reports, record_pass, start_service
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
+from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 from ascend_operator.health.chips import node_unhealthy, separating
 from ascend_operator.render.fitness import NodeFacts

@@ -23,7 +23,6 @@ import kopf
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import POD, service_pods
-from ascend_operator.controller.clock import epoch, iso
 from ascend_operator.controller.deletions import Site, disrupt
 from ascend_operator.controller.engine_io import (
     Monitor,
@@ -34,9 +33,10 @@ from ascend_operator.controller.engine_io import (
     scrape,
     service_api_key,
 )
-from ascend_operator.controller.memory import ServiceMemory
 from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
+from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import PodFault
+from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics

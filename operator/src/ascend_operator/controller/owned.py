@@ -23,7 +23,7 @@ from ascend_operator.clients.resources import (
     Kube,
     Resource,
 )
-from ascend_operator.controller.memory import EventSink
+from ascend_operator.controller.service_state import EventSink
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.netpol import policy_name
 from ascend_operator.render.pod import Owner, engine_digest, owned_by

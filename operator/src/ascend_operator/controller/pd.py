@@ -18,8 +18,8 @@ from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import ParsedService, SpecError, parse_spec
 from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, RoleStatus
 from ascend_operator.clients.resources import SERVICE_CR, Kube
-from ascend_operator.controller.memory import EventSink
 from ascend_operator.controller.owned import ensure, hashed_drift
+from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.status import ConditionRecord, Observed
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.pd import ROLES, pool_replicas, role_name

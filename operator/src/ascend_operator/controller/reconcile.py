@@ -36,7 +36,6 @@ from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
 from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
-from ascend_operator.controller.memory import EventSink, ServiceMemory
 from ascend_operator.controller.metrics import publish_conditions, publish_router
 from ascend_operator.controller.owned import (
     ensure_network_policy,
@@ -48,6 +47,7 @@ from ascend_operator.controller.owned import (
 from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
+from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import (
     DEFAULT_LIVE_INTERVAL,
     Observed,
