@@ -7,7 +7,7 @@ test:
 demo: venv
 	.venv/bin/python hack/demo.py $(DEMO_ARGS)
 lint: venv
-	.venv/bin/ruff check operator simulator tests perf
+	.venv/bin/ruff check operator simulator tests perf harness hack
 	.venv/bin/mypy
 unit: venv
 	.venv/bin/pytest -m "not e2e and not ansible"

@@ -14,7 +14,7 @@ tiers still order them when one pytest runs everything.
 
 Why the wait is here: a test's tools are waited for (or built) in a wrapper around the whole test protocol,
 before pytest-timeout's per-test timer starts, so a cold build is not cut short by the 600 s test timeout;
-the wait itself is bounded (tests/e2e/cluster.py TOOL_WAIT_SECONDS) and says what it waits for. A failed or
+the wait itself is bounded (harness/cluster.py TOOL_WAIT_SECONDS) and says what it waits for. A failed or
 timed-out build is not retried: the test's own fixture asks again and fails with the build's message.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import ToolBuildError, build_tools
+from harness.cluster import ToolBuildError, build_tools
 
 pytest_plugins = ["tests.e2e.fixtures", "tests.e2e.operator_fixtures", "tests.real.engines"]
 

@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT / "hack" / "lib"))
 
 from cluster_procs import record  # noqa: E402
 
-from tests.e2e.cluster import Cluster, build_tools, existing_cluster, pid_running, start_local, wait_for  # noqa: E402
-from tests.helm.operator_proc import token_kubeconfig  # noqa: E402
-from tests.real.engines import engine_group, process  # noqa: E402
+from harness.cluster import Cluster, build_tools, existing_cluster, pid_running, start_local, wait_for  # noqa: E402
+from harness.engines import engine_group, process  # noqa: E402
+from harness.kubeconfig import token_kubeconfig  # noqa: E402
 
 NAMESPACE = "ascend-demo"
 NAME = "dsv4-flash"

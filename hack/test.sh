@@ -23,8 +23,8 @@ for arch in arm64 amd64; do
 done
 bash hack/venv.sh
 echo "== ruff" >&2
-.venv/bin/ruff check operator simulator tests perf
-.venv/bin/ruff format --check operator simulator tests perf
+.venv/bin/ruff check operator simulator tests perf harness hack
+.venv/bin/ruff format --check operator simulator tests perf harness hack
 echo "== mypy --strict" >&2
 .venv/bin/mypy
 echo "== pytest" >&2

@@ -6,7 +6,7 @@ KV gauge moves), the seed's 512K stall at 97.5% KV, hangs under load and while i
 steps, a stale KV gauge after aborts, acceptance dropping 45% -> 16.6%) it reports, per policy, whether a
 fault was detected, the delay from the fault, and false rolls (a roll on a healthy trace or before the
 fault); for ours also the readiness lost (seconds the gate was False after first Ready, and flaps). "Ours" is
-the operator's own per-pod machine, canary included (tests/fixtures/replay.py). Targets (issues 5 and 12): stall
+the operator's own per-pod machine, canary included (harness/replay.py). Targets (issues 5 and 12): stall
 caught within 45 s, drift within 10 minutes, zero false rolls, zero flaps and zero lost readiness on healthy
 traces.
 
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ascend_operator.api.health import HealthSpec
-from tests.fixtures.replay import canary_latency, replay
-from tests.fixtures.traces import KV_POOL_DSA_CP, Trace, bursty, hang, long_prefill, stale_kv_after_abort, steady
+from harness.replay import canary_latency, replay
+from harness.traces import KV_POOL_DSA_CP, Trace, bursty, hang, long_prefill, stale_kv_after_abort, steady
 
 Policy = Callable[[Trace], float | None]
 """Replays a trace; returns the time of the first roll, or None."""

@@ -39,9 +39,9 @@ from typing import Any
 
 from kubernetes import client, config
 
+from harness.cluster import Cluster, start_local, stop_local, wait_for
 from perf import scale_figures as fig
 from perf import scale_io as io
-from tests.e2e.cluster import Cluster, start_local, stop_local, wait_for
 
 NS_DIRECT, NS_SERVICES = "scale-direct", "scale"
 #: New services created one at a time on the running fleet (each beside a direct pod), for reaction time;

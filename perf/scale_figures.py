@@ -96,14 +96,6 @@ def cpu_seconds(stat_text: str, clock_ticks: int) -> float:
     return (int(fields[11]) + int(fields[12])) / clock_ticks
 
 
-def rss_bytes(status_text: str) -> int:
-    """VmRSS of /proc/<pid>/status, in bytes."""
-    for line in status_text.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise ValueError("no VmRSS line (is the process a zombie?)")
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
     ordered = sorted(values)

@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from ascend_operator.api.constants import GROUP, LABEL_SERVICE, PLURAL, VERSION
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.pod import Owner, build_pod
+from harness.procs import rss_bytes
 from perf import scale_figures as fig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ class Proc:
         return fig.cpu_seconds(Path(f"/proc/{self.pid}/stat").read_text(), CLOCK_TICKS)
 
     def rss(self) -> int:
-        return fig.rss_bytes(Path(f"/proc/{self.pid}/status").read_text())
+        return rss_bytes(Path(f"/proc/{self.pid}/status").read_text())
 
     def stop(self) -> None:
         if self.popen.poll() is None:

@@ -22,7 +22,7 @@ import aiohttp
 
 from aissim.pods import Target, target_of
 from aissim.shared import EngineHost
-from perf import scale_figures as fig
+from harness.procs import rss_bytes
 from perf.scale_io import direct_pod
 
 NET = 251  # 127.251.<i // 250>.<i % 250 + 1>: no local cluster claims pod net 251 (hack/local-cluster: 1..200)
@@ -43,7 +43,7 @@ def targets(count: int) -> list[Target]:
 
 
 def own_rss() -> int:
-    return fig.rss_bytes(Path("/proc/self/status").read_text())
+    return rss_bytes(Path("/proc/self/status").read_text())
 
 
 async def measure(count: int) -> dict[str, float]:

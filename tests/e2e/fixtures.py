@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import (
+from harness.cluster import (
     Cluster,
     KubectlError,
     existing_cluster,

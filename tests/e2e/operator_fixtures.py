@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 import yaml
 
-from tests.e2e.cluster import ROOT, Cluster, build_tools, wait_for
+from harness.cluster import ROOT, Cluster, build_tools, wait_for
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"

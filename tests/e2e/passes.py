@@ -11,7 +11,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.cluster import wait_for
+from harness.cluster import wait_for
 
 
 def free_port() -> int:

@@ -15,7 +15,7 @@ import pytest
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
 from ascend_operator.cli.main import main
-from tests.e2e.cluster import Cluster
+from harness.cluster import Cluster
 from tests.e2e.operator_fixtures import AddNodes, Proc, pods, ready_service
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import (
+from harness.cluster import (
     LOCAL_CLUSTER,
     Cluster,
     KubectlError,

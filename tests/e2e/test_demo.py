@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.cluster import ROOT, pid_running
+from harness.cluster import ROOT, pid_running
 
 STOP_PREFIX = "stop all of it with: "
 

@@ -25,10 +25,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import ROOT, Cluster, KubectlError, wait_for
+from harness.cluster import ROOT, Cluster, KubectlError, wait_for
+from harness.kubeconfig import token_kubeconfig
 from tests.e2e.operator_fixtures import Proc
 from tests.helm.chart import find_helm, parse_manifest
-from tests.helm.operator_proc import free_port, local_args, running_operator, token_kubeconfig
+from tests.helm.operator_proc import free_port, local_args, running_operator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

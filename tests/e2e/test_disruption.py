@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, WaitTimeout, wait_for
+from harness.cluster import Cluster, WaitTimeout, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import (
+from harness.cluster import (
     ROOT,
     Cluster,
     kill_component,

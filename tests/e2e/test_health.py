@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     AddNodes,

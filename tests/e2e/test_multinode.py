@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import ROOT, Cluster, WaitTimeout, wait_for
+from harness.cluster import ROOT, Cluster, WaitTimeout, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     AddNodes,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from ascend_operator.health.chips import check_code
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,

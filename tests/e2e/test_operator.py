@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from harness.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
     AddNodes,
     Proc,

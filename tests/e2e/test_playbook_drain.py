@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import ROOT, Cluster, wait_for
+from harness.cluster import ROOT, Cluster, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ascend_operator.api.health import HealthSpec
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     AddNodes,
     Proc,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import ROOT, Cluster, wait_for
+from harness.cluster import ROOT, Cluster, wait_for
 from tests.e2e.operator_fixtures import Proc
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")

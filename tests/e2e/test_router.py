@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.e2e.cluster import ROOT, Cluster, wait_for
+from harness.cluster import ROOT, Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,

@@ -18,7 +18,7 @@ import pytest
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
-from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from harness.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
     AddNodes,
     Proc,

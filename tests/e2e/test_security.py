@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from harness.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import (
     AddNodes,
     Proc,

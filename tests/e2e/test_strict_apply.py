@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import Cluster, KubectlError
+from harness.cluster import Cluster, KubectlError
 from tests.unit.conftest import EXAMPLE as EXAMPLE_FILE
 from tests.unit.test_cli import aisctl
 from tests.unit.test_strict_models import PATHS, _parent

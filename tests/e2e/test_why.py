@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from harness.cluster import Cluster, KubectlError, wait_for
 from tests.e2e.operator_fixtures import AddNodes, Proc, ais, condition, example, label_nodes, pods
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")

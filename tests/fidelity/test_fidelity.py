@@ -43,9 +43,10 @@ import yaml
 from aissim import realengine
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.args import build_engine_args
-from tests.e2e.cluster import wait_for
+from harness.cluster import wait_for
+from harness.engines import process
 from tests.fidelity import scenario as sc
-from tests.real.engines import Engine, get, process, wait_healthy
+from tests.real.engines import Engine, get, wait_healthy
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

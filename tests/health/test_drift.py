@@ -8,7 +8,7 @@ import pytest
 from ascend_operator.api.health import DriftSpec
 from ascend_operator.health.drift import Baseline, StepWindow, busy_windows, detect_drift
 from ascend_operator.health.samples import EngineSample, RankSample
-from tests.fixtures.traces import long_prefill, steady
+from harness.traces import long_prefill, steady
 from tests.health.replay import first_drift
 
 CFG = DriftSpec()

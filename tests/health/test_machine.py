@@ -1,7 +1,7 @@
 """Each pod's health machine over traces at the seed's real timings, canary included (fake clock, no cluster).
 
-The traces are on vLLM 0.25.1's semantics (tests/fixtures/traces.py): during a lone chunked prefill only the KV gauge
-moves. The replay feeds the machine the way controller/monitor.py does (tests/fixtures/replay.py).
+The traces are on vLLM 0.25.1's semantics (harness/traces.py): during a lone chunked prefill only the KV gauge
+moves. The replay feeds the machine the way controller/monitor.py does (harness/replay.py).
 """
 
 import itertools
@@ -13,8 +13,8 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.health.judge import CanaryOutcome
 from ascend_operator.health.machine import Observations, SetGate, resume, step
 from ascend_operator.health.samples import EngineSample
-from tests.fixtures.replay import replay
-from tests.fixtures.traces import KV_POOL_DSA_CP, hang, long_prefill, steady
+from harness.replay import replay
+from harness.traces import KV_POOL_DSA_CP, hang, long_prefill, steady
 
 CFG = HealthSpec(startup_grace_seconds=0)  # defaults otherwise: canary every 10 s, 10 s timeout, 30 s window
 

@@ -7,7 +7,7 @@ import pytest
 from ascend_operator.api.health import StallSpec
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.health.stall import detect_stall
-from tests.fixtures.traces import KV_POOL_DSA_CP, Trace, hang, long_prefill, stale_kv_after_abort, steady
+from harness.traces import KV_POOL_DSA_CP, Trace, hang, long_prefill, stale_kv_after_abort, steady
 
 CFG = StallSpec()
 

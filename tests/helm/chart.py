@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster import build_tools
+from harness.cluster import build_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ascend-inference-operator"

@@ -19,27 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.e2e.cluster import Cluster, wait_for
-
-
-def token_kubeconfig(cluster: Cluster, *, service_account: str, namespace: str, path: Path) -> Path:
-    """A kubeconfig for the admin kubeconfig's cluster that authenticates with a fresh SA token only."""
-    token = cluster.kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
-    server = next(c for c in admin["clusters"] if c["name"] == context["cluster"])["cluster"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": server}],
-        "users": [{"name": f"{namespace}:{service_account}", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": f"{namespace}:{service_account}"}}],
-        "current-context": "sa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+from harness.cluster import wait_for
 
 
 def free_port() -> int:

@@ -22,9 +22,10 @@ import pytest
 
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.render.probes import READINESS_GATE
-from tests.e2e.cluster import Cluster, KubectlError, wait_for
+from harness.cluster import Cluster, KubectlError, wait_for
+from harness.kubeconfig import token_kubeconfig
 from tests.helm.chart import CHART, ROOT, Helm, one, parse_manifest
-from tests.helm.operator_proc import free_port, get, local_args, running_operator, token_kubeconfig
+from tests.helm.operator_proc import free_port, get, local_args, running_operator
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
+from harness.kubeconfig import token_kubeconfig
 from tests.e2e.operator_fixtures import ais, label_nodes
 from tests.e2e.test_multinode import by_role, group_pods, two_node
 from tests.helm.chart import Helm, one
-from tests.helm.operator_proc import free_port, local_args, running_operator, token_kubeconfig
+from tests.helm.operator_proc import free_port, local_args, running_operator
 from tests.helm.test_install import _assert_clean_log, _can_i, _sa_name, installed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420), pytest.mark.usefixtures("delete_services_first")]

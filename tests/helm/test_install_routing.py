@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
+from harness.kubeconfig import token_kubeconfig
 from tests.e2e.operator_fixtures import ais, routed, wait_condition
 from tests.helm.chart import Helm, one
-from tests.helm.operator_proc import free_port, get, local_args, running_operator, token_kubeconfig
+from tests.helm.operator_proc import free_port, get, local_args, running_operator
 from tests.helm.test_install import _assert_clean_log, _can_i, _delete_service, _sa_name, installed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cluster import build_tools
+from harness.cluster import build_tools
 from tests.helm.chart import CHART, Helm, one, pick
 
 ALERTS = [

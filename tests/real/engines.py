@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aissim import realengine
 from aissim.attach import stop_group
-from tests.e2e.cluster import build_tools, wait_for
+from harness.cluster import build_tools, wait_for
 
 #: At most two real engines run at once (~3.7 GB each); a start takes 45-100 s on 2 cores.
 START_TIMEOUT = 300.0
@@ -35,53 +35,6 @@ def real_vllm() -> str:
     """The Python of the real engine's install: $AIS_VLLM_PYTHON, else hack/real-vllm.sh's (cached)."""
     given = os.environ.get("AIS_VLLM_PYTHON")
     return given or str(build_tools("vllm"))
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[2])
-
-
-def group_members(pgid: int) -> dict[int, str]:
-    """PID -> process title (vLLM renames its processes: VLLM::EngineCore, VLLM::Worker) of a group."""
-    members = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _pgid(int(entry.name)) == pgid:
-            members[int(entry.name)] = " ".join(_cmdline(int(entry.name)))
-    return members
-
-
-def engine_group(host: str, port: int) -> int | None:
-    """The process group of the real engine listening on host:port (its leader's argv names both)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        argv = _cmdline(int(entry.name))
-        if realengine.API_SERVER in argv and _flag(argv, "--host") == host and _flag(argv, "--port") == str(port):
-            return _pgid(int(entry.name))
-    return None
-
-
-def _flag(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
-
-
-def process(pgid: int, title: str) -> int:
-    """The PID of the group's process whose title starts with `title` (e.g. "VLLM::EngineCore")."""
-    found = [pid for pid, cmd in group_members(pgid).items() if cmd.startswith(title)]
-    assert len(found) == 1, f"{title} in group {pgid}: {group_members(pgid)}"
-    return found[0]
 
 
 def get(url: str, *, key: str | None = None, timeout: float = 5.0) -> tuple[int, str]:

@@ -29,7 +29,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.e2e.cluster import Cluster, wait_for
+from harness.cluster import Cluster, wait_for
+from harness.engines import engine_group, process
 from tests.e2e.operator_fixtures import (
     AISSIM,
     MODEL,
@@ -43,7 +44,7 @@ from tests.e2e.operator_fixtures import (
     live_pod,
     start,
 )
-from tests.real.engines import engine_group, gauges, get, process
+from tests.real.engines import gauges, get
 
 pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.timeout(1500)]
 

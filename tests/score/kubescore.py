@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster import build_tools
+from harness.cluster import build_tools
 
 ALLOWLIST = Path(__file__).resolve().parent / "allowlist.yaml"
 #: The Kubernetes version the manifests target (the control plane the tests run on).

@@ -31,7 +31,7 @@ from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.router import RouterSpec
 from ascend_operator.render.pod import Owner
 from ascend_operator.render.router import RouterTarget, build_router_args, build_router_deployment
-from tests.e2e.cluster import wait_for
+from harness.cluster import wait_for
 from tests.sim.conftest import loopback
 
 REPO = Path(__file__).resolve().parents[2]

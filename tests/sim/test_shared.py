@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aissim.pods import RESTART_BACKOFF_SECONDS, Target
 from aissim.shared import EngineHost
-from perf.scale_figures import rss_bytes
+from harness.procs import rss_bytes
 from tests.sim.conftest import MODEL, base_args, loopback, until, wait_ready
 from tests.sim.test_processes import Spawn
 

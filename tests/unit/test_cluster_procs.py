@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.e2e.cluster import pid_running
+from harness.cluster import pid_running
 from tests.unit.conftest import ROOT
 
 # A stand-in for `aissim attach`: it starts one "engine" in a session of its own (as attach does) and a

@@ -6,6 +6,7 @@ of which a reviewer had let through. The contracts say what may import what; thi
 import chain that breaks one.
 """
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,37 @@ def test_the_import_contracts_are_kept(capsys: pytest.CaptureFixture[str]) -> No
     kept = lint_imports(config_filename=str(CONFIG), cache_dir=None, no_logo=True)
     report = capsys.readouterr().out
     assert kept, report
+
+
+#: Trees outside the two distributions and what each may not import (the top-level package of an import):
+#: the demo (hack/), the experiments (perf/) and the shared harness never reach into tests/, and no test or
+#: harness module needs an experiment. What they share lives in harness/.
+OUTSIDE = {
+    "hack": {"tests", "perf"},
+    "perf": {"tests"},
+    "harness": {"tests", "perf"},
+    "tests": {"perf"},
+}
+#: Tests of perf/'s own code, which import what they test.
+TESTS_OF_PERF = {"tests/e2e/test_scale.py", "tests/health/test_bench_detectors.py", "tests/unit/test_scale_figures.py"}
+
+
+def _imported_tops(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    tops = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+@pytest.mark.parametrize("tree", sorted(OUTSIDE))
+def test_the_demo_perf_and_the_harness_import_no_tests(tree: str) -> None:
+    broken = {
+        str(path.relative_to(ROOT)): sorted(_imported_tops(path) & OUTSIDE[tree])
+        for path in sorted((ROOT / tree).rglob("*.py"))
+        if _imported_tops(path) & OUTSIDE[tree] and str(path.relative_to(ROOT)) not in TESTS_OF_PERF
+    }
+    assert not broken, broken

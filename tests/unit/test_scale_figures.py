@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.procs import rss_bytes
 from perf import scale_figures as fig
 
 HEAD = (
@@ -64,9 +65,9 @@ def test_a_window_reports_the_operators_share_above_the_baseline() -> None:
 def test_proc_readings() -> None:
     stat = "4242 (python -m ascend) S 1 4242 4242 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 3 0 100 1 1"
     assert fig.cpu_seconds(stat, clock_ticks=100) == 3.0  # utime 250 + stime 50 ticks
-    assert fig.rss_bytes("Name:\tpython\nVmRSS:\t  102400 kB\nThreads:\t3\n") == 104_857_600
+    assert rss_bytes("Name:\tpython\nVmRSS:\t  102400 kB\nThreads:\t3\n") == 104_857_600
     with pytest.raises(ValueError, match="VmRSS"):
-        fig.rss_bytes("Name:\tpython\nState:\tZ (zombie)\n")
+        rss_bytes("Name:\tpython\nState:\tZ (zombie)\n")
 
 
 def test_latency_is_per_object_and_an_object_never_bound_fails_the_run() -> None:

@@ -1,4 +1,4 @@
-"""The test run's tiers and tool waits (conftest.py, tests/e2e/cluster.py build_tools).
+"""The test run's tiers and tool waits (conftest.py, harness/cluster.py build_tools).
 
 Why it exists: on a cold machine CI only fits its time budget if the tests needing the slow tools (LWS,
 promtool, kube-score) run last and everything else does not wait for them; and a test waiting on a build
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e import cluster
-from tests.e2e.cluster import ROOT, ToolBuildError, build_tools
+from harness import cluster
+from harness.cluster import ROOT, ToolBuildError, build_tools
 
 
 def collected_files(*paths: str) -> list[str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LOCAL_CLUSTER = ROOT / "hack" / "local-cluster"
 BUILD_K8S = ROOT / "hack" / "build-k8s.sh"
 #: The real engine's install (vLLM 0.25.1 on CPU): the `vllm` stage, whose last line is its Python.
