@@ -27,6 +27,7 @@ REQUIRED = {
     "operator-acyclic",
     "aissim-layers",
     "aissim-acyclic",
+    "aissim-reads-facts-only",
 }
 
 

@@ -18,9 +18,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 
-from ascend_operator.api.constants import LABEL_SERVICE
-from ascend_operator.render.pod import ENGINE_CONTAINER
-from ascend_operator.render.router import LABEL_ROUTER, ROUTER_CONTAINER
+from ascend_operator.api.constants import ENGINE_CONTAINER, LABEL_ROUTER, LABEL_SERVICE, ROUTER_CONTAINER
 
 #: Seconds an engine that exited waits before it is started again, as a kubelet restarts a container.
 RESTART_BACKOFF_SECONDS = 1.0

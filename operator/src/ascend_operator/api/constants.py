@@ -20,6 +20,13 @@ NPU_RESOURCE = "huawei.com/Ascend910"
 KNOWN_NPU_RESOURCES = (NPU_RESOURCE, "huawei.com/ascend-1980")
 
 LABEL_SERVICE = f"{GROUP}/service"
+#: The label that selects a service's router pods. Not the engines' `inference.ascend.dev/service`: the
+#: engine Service, its budget and the router's own discovery select on that one.
+LABEL_ROUTER = f"{GROUP}/router"
+#: The container names of an engine pod and a router pod: what `aissim attach` (the kubelet's stand-in)
+#: finds in a pod to give it an engine or a router.
+ENGINE_CONTAINER = "engine"
+ROUTER_CONTAINER = "router"
 LABEL_REPLICA = f"{GROUP}/replica"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 #: The pod condition the operator sets from its health judgement (a readiness gate of every engine pod).

@@ -20,11 +20,10 @@ Ingress only: the engine's egress (weights on shared storage, HCCL between nodes
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.constants import LABEL_SERVICE
+from ascend_operator.api.constants import LABEL_ROUTER, LABEL_SERVICE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.render.pd import ROLES, role_name
 from ascend_operator.render.pod import Owner, common_labels, owner_metadata
-from ascend_operator.render.router import LABEL_ROUTER
 
 #: The label the API server sets on every namespace (GA in 1.22): selects a namespace by name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -14,6 +14,7 @@ from typing import Any
 from ascend_operator.api.constants import (
     ANNOTATION_SPEC_HASH,
     API_VERSION,
+    ENGINE_CONTAINER,
     KIND,
     LABEL_REPLICA,
     LABEL_SERVICE,
@@ -29,7 +30,6 @@ from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
 from ascend_operator.render.resources import build_resources
 
-ENGINE_CONTAINER = "engine"
 MODEL_VOLUME = "model"
 SHM_VOLUME = "dshm"
 #: Where vLLM and vllm-ascend write at run time, as emptyDirs when the root filesystem is read-only

@@ -28,16 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.constants import GROUP, LABEL_SERVICE, MANAGED_BY
+from ascend_operator.api.constants import LABEL_ROUTER, LABEL_SERVICE, MANAGED_BY, ROUTER_CONTAINER
 from ascend_operator.api.router import RouterSpec
 from ascend_operator.api.security import SecretKeyRef
 from ascend_operator.render.pod import Owner, owner_metadata
 
-ROUTER_CONTAINER = "router"
 ROUTER_COMMAND = ("vllm-router",)
-#: The label that selects a service's router pods. Not the engines' `inference.ascend.dev/service`: the
-#: engine Service, its budget and the router's own discovery select on that one.
-LABEL_ROUTER = f"{GROUP}/router"
 #: vllm-router's Prometheus port (router_args.py `--prometheus-port` default 29000); it binds 127.0.0.1
 #: unless told otherwise (`--prometheus-host` default), which a scraper outside the pod cannot reach.
 METRICS_PORT = 29000
