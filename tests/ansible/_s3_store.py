@@ -16,6 +16,7 @@ import json
 import logging
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import boto3
@@ -35,7 +36,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def user(iam: object, name: str, policy: dict[str, object]) -> dict[str, str]:
+def user(iam: object, name: str, policy: Mapping[str, object]) -> dict[str, str]:
     iam.create_user(UserName=name)  # type: ignore[attr-defined]
     iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=json.dumps(policy))  # type: ignore[attr-defined]
     key = iam.create_access_key(UserName=name)["AccessKey"]  # type: ignore[attr-defined]

@@ -74,5 +74,8 @@ def test_api_server_count_keeps_the_prometheus_logger() -> None:
     count = manager.index("if client_count > 1:")
     prometheus = manager.index("if not custom_prometheus_logger:")
     assert "disabling stats logging to avoid incomplete stats" in manager[count:prometheus]
-    indent = lambda at: at - manager.rindex("\n", 0, at) - 1  # noqa: E731
+
+    def indent(at: int) -> int:
+        return at - manager.rindex("\n", 0, at) - 1
+
     assert indent(prometheus) < indent(count + manager[count:].index("disabling"))  # not under the count's branch

@@ -376,7 +376,7 @@ def test_decision(
         )
         action = drain("a-0", R.SPEC_CHANGED)
     else:
-        decision = run(candidates, pods, history, replicas=replicas)
+        decision = run(candidates, pods, tuple(history), replicas=replicas)
     assert decision.action == action
     assert rules(decision) == held
 

@@ -25,7 +25,7 @@ WIDGET = Resource("Widget", "nothing.example.com", "v1", "widgets", frozenset({"
 
 
 def _client(kubeconfig: Path) -> KubeApi:
-    return KubeApi(config.new_client_from_config(config_file=str(kubeconfig)))
+    return KubeApi(config.new_client_from_config(config_file=str(kubeconfig)))  # type: ignore[no-untyped-call]
 
 
 def _budget(namespace: str) -> dict[str, Any]:
@@ -114,7 +114,7 @@ async def test_pod_status_conditions_merge_by_type_and_lists_select_by_label(kub
 async def test_a_kind_the_api_server_does_not_serve_is_not_served(
     kubeconfig: Path, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(resources.BY_KIND, WIDGET.kind, WIDGET)  # type: ignore[index]
+    monkeypatch.setitem(resources.BY_KIND, WIDGET.kind, WIDGET)
     kube = _client(kubeconfig)
     body = {"apiVersion": "nothing.example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": namespace}}
     with pytest.raises(NotServed, match=r"widgets\.nothing\.example\.com"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,7 +166,7 @@ def test_spec_change_replaces_the_pod_once_and_delete_removes_children(
     patch = {"spec": {"engine": {"maxNumSeqs": 16}}}
     cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", json.dumps(patch))
 
-    def replaced() -> list[dict[str, object]]:
+    def replaced() -> list[dict[str, Any]]:
         current = pods(cluster, namespace, "svc")
         fresh = [p for p in current if p["metadata"]["uid"] != first]
         return fresh if fresh and len(current) == 1 else []

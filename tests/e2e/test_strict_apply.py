@@ -41,7 +41,7 @@ def _mutations() -> list[tuple[str, Any]]:
 
 
 def _body(path: str, value: Any, namespace: str) -> dict[str, Any]:
-    body = copy.deepcopy(EXAMPLE)
+    body: dict[str, Any] = copy.deepcopy(EXAMPLE)
     body["metadata"] = {"name": "mutant", "namespace": namespace}
     *head, last = path.split(".")
     parent = _parent(body["spec"], (*head, last))

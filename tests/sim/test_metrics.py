@@ -101,7 +101,9 @@ async def test_cache_config_info_gives_the_max_concurrency_of_its_own_pool(sim: 
         argv = base_args()
         argv[argv.index("--max-model-len") + 1] = max_model_len
         s = await sim(argv)
-        (engine,) = (await s.state())["engines"]  # type: ignore[misc]
+        engines = (await s.state())["engines"]
+        assert isinstance(engines, list)
+        (engine,) = engines
         families = {f.name: f for f in text_string_to_metric_families(await s.metrics_text())}
         (sample,) = families["vllm:cache_config_info"].samples
         value = float(sample.labels["kv_cache_max_concurrency"])

@@ -111,7 +111,7 @@ def _counted(parser: str, body: dict[str, Any]) -> tuple[float, float]:
 def test_tool_choice_and_thinking_decide_whether_the_parser_is_called() -> None:
     tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
     named = {"type": "function", "function": {"name": "f"}}
-    cases = [
+    cases: list[tuple[dict[str, Any], str, bool, bool]] = [
         # (body, parser, counted non-streamed, counted per streamed delta)
         ({}, "deepseek_v4", True, True),
         ({"tools": [tool]}, "deepseek_v4", True, True),  # tools without a choice: "auto"

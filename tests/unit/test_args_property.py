@@ -111,6 +111,7 @@ def _expected_value(stored: dict[str, Any], flag: F.Flag) -> Any:
         on = value != flag.negated
         return True if on else (False if flag.says_false else None)
     if flag.form is Form.JSON:
+        assert isinstance(value, dict), (flag, value)
         obj = {_snake(k): v for k, v in value.items() if v is not None and k != flag.merged}
         obj.update({k: True for switch, keys in flag.switched if _raw(stored, switch) for k in keys})
         obj.update(value.get(flag.merged, {}) if flag.merged else {})

@@ -105,7 +105,7 @@ def test_an_unreachable_api_server_keeps_attach_and_its_engines_running() -> Non
     refused = urllib3.exceptions.MaxRetryError(
         urllib3.HTTPSConnectionPool("127.0.0.1", 6443),
         "/api/v1/namespaces/llm/pods",
-        urllib3.exceptions.NewConnectionError(urllib3.HTTPSConnectionPool("127.0.0.1", 6443), "refused"),
+        urllib3.exceptions.NewConnectionError(urllib3.connection.HTTPSConnection("127.0.0.1", 6443), "refused"),
     )
     process = subprocess.Popen(["sleep", "30"])
     try:

@@ -33,7 +33,7 @@ def configmap(version: str, data: dict[str, str]) -> dict[str, Any]:
 
 def test_a_report_is_parsed_once_per_write_and_a_rewrite_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
     parsed: list[str] = []
-    real = chip_reports.node_report
+    real = chip_reports.node_report  # type: ignore[attr-defined]
 
     def counting(node: str, *data: Any) -> Any:
         parsed.append(node)

@@ -62,7 +62,7 @@ def test_down_stops_a_recorded_group_and_the_groups_of_its_descendants_stopped_o
     os.kill(engine, signal.SIGSTOP)
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     procs.record(tmp_path, "engines", supervisor.pid, sys.executable)
-    procs.GRACE_SECONDS = 1.0  # the supervisor ignores SIGTERM: the grace runs out and SIGKILL follows
+    procs.GRACE_SECONDS = 1.0  # type: ignore[attr-defined]  # the supervisor ignores SIGTERM: the grace runs out and SIGKILL follows
     try:
         stopped = procs.stop_attached(tmp_path, log=lambda _: None)
         supervisor.wait()

@@ -4,6 +4,8 @@ again; a record whose pod survived a crash is completed by uid, never by name, s
 deleted."""
 
 import json
+import os
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -158,18 +160,18 @@ async def test_the_fault_point_kills_between_record_and_delete(
 ) -> None:
     kills: list[int] = []
     monkeypatch.setenv(crashpoints.FAULT_AFTER_ROLL_RECORD, "1")
-    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: kills.append(sig))
+    monkeypatch.setattr(os, "kill", lambda pid, sig: kills.append(sig))
     kube = cluster(raw("svc-0", "u0", ready=False))
     stall = Candidate(pod="svc-0", uid="u0", reason=RollReason.STALLED)
     await disrupt(site(kube, []), ServiceMemory(served={"u0"}), example.spec, source="health", candidates=[stall])
-    assert kills == [crashpoints.signal.SIGKILL]
+    assert kills == [signal.SIGKILL]
     assert steps(kube)[0] == ("status", "svc")
 
 
 def test_the_fault_point_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     kills: list[int] = []
     monkeypatch.delenv(crashpoints.FAULT_AFTER_ROLL_RECORD, raising=False)
-    monkeypatch.setattr(crashpoints.os, "kill", lambda pid, sig: kills.append(sig))
+    monkeypatch.setattr(os, "kill", lambda pid, sig: kills.append(sig))
     crashpoints.after_roll_record()
     assert kills == []
 

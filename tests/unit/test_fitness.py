@@ -94,7 +94,7 @@ def test_no_node_meeting_the_minimum_keeps_the_pod_pending_rather_than_misplaced
 
 
 def test_the_users_own_affinity_is_kept_and_every_term_gets_the_requirements() -> None:
-    mine = {
+    mine: dict[str, Any] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [

@@ -144,7 +144,7 @@ def test_the_schema_check_refuses_what_the_api_server_prunes_or_refuses() -> Non
     good = compute_status(base(), previous=None, now=T0)
     assert errors(None, good) == []
     cond = dict(good["conditions"][0])
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"conditons": []},
         {"readyReplicas": "2"},
         {"metrics": {"tokensPerSecnd": 1.0}},
@@ -174,7 +174,7 @@ class Recording:
 
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
-EARLIER = {  # what an earlier roll left: a record of every field, and the hourly limit's own record
+EARLIER: dict[str, Any] = {  # what an earlier roll left: a record of every field, and the hourly limit's own record
     "rolls": [
         {"time": "2027-01-15T07:30:00Z", "pod": "svc-0", "uid": "u-old", "reason": "MaxAge", "drain": "Completed"}
     ],

@@ -76,7 +76,7 @@ def _parent(body: dict[str, Any], path: Path_) -> dict[str, Any] | None:
 
 @st.composite
 def mutated_specs(draw: st.DrawFn) -> dict[str, Any]:
-    body = copy.deepcopy(draw(st.sampled_from(SPECS)))
+    body: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(SPECS)))
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(PATHS))
         if path[-1] == "[0]":
@@ -107,7 +107,7 @@ def _schema_refuses(body: dict[str, Any]) -> list[str]:
 
 
 def _set(path: str, value: Any) -> dict[str, Any]:
-    body = copy.deepcopy(SPECS[0])
+    body: dict[str, Any] = copy.deepcopy(SPECS[0])
     *head, last = path.split(".")
     parent = _parent(body, (*head, last))
     assert parent is not None
