@@ -20,8 +20,8 @@ import aiohttp
 
 from aissim import calibration as cal
 from aissim.args import parse_serve_args
-from aissim.loadgen import complete, run_point, scrape_totals
 from aissim.runtime import Running, launch
+from harness.loadgen import complete, run_point, scrape_totals
 
 SPEC = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
 

@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 
 from aissim.args import parse_serve_args
-from aissim.loadgen import scrape_totals
 from aissim.runtime import Running, launch
+from harness.loadgen import scrape_totals
 
 SPEC7 = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
 MODEL = "deepseek-v4-flash"

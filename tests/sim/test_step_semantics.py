@@ -14,10 +14,10 @@ from pathlib import Path
 import aiohttp
 
 from aissim.args import parse_serve_args
-from aissim.loadgen import complete, scrape_totals
 from aissim.runtime import apply_bind_env, launch
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.args import build_engine_args
+from harness.loadgen import complete, scrape_totals
 from tests.sim.conftest import loopback
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dsv4-flash.yaml"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from aissim import calibration as cal
-from aissim.loadgen import complete, run_point
+from harness.loadgen import complete, run_point
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
 # Engine seconds per wall second, per concurrency: the more clients, the longer they take (in wall time)

@@ -1,4 +1,5 @@
-"""Closed-loop load generator that measures a simulator the way the seed measured the real engine.
+"""Closed-loop load generator that measures a simulator the way the seed measured the real engine (part of the
+harness: the simulator tests and perf/sim_sweep.py use it; the simulator itself never generates load).
 
 Why this module exists: the seed's rules for a harness (docs/FACTS.md "Benchmark pitfalls") are fixed output
 (`ignore_eos` + fixed `max_tokens`), a fresh prompt per request so the prefix cache cannot flatter TTFT,
