@@ -273,3 +273,35 @@ async def test_a_request_through_the_router_is_prefilled_on_one_engine_and_decod
     assert await value(decode, "vllm:prompt_tokens_by_source_total", source="local_compute") == 0
     assert await value(decode, "vllm:generation_tokens_total") == 24
     assert kv_state(await prefill.state())["served"] == 1
+
+
+async def test_a_decode_request_whose_kv_arrived_stays_deferred_until_a_running_slot_frees(sim: SimFactory) -> None:
+    """vLLM 0.25.1: a decode request whose KV has arrived stays in skipped_waiting (WAITING_FOR_REMOTE_KVS)
+    until the waiting loop promotes it (vllm/v1/core/sched/scheduler.py:2441-2453), and that loop breaks while
+    running is at max_num_seqs (scheduler.py:640-645); loggers.py:1083-1085 exports skipped_waiting as
+    `deferred`. So a full decode engine shows `deferred` with every transfer done, while it generates."""
+    prefill = await sim(base_args("--kv-transfer-config", kv_config("kv_producer", 26004), scale=10.0))
+    decode = await sim(base_args("--kv-transfer-config", kv_config("kv_consumer", 26004), "--max-num-seqs", "2",
+                                 scale=10.0))  # fmt: skip
+    legs = [await prefill_leg(prefill, 2_000, text=f"document {i}") for i in range(3)]
+    bodies = [
+        {"prompt": f"document {i}", "sim_prompt_tokens": 2_000, "max_tokens": tokens, "ignore_eos": True,
+         "kv_transfer_params": params}
+        for i, (params, tokens) in enumerate(zip(legs, (600, 600, 8), strict=True))
+    ]  # fmt: skip
+    tasks = [asyncio.create_task(post(decode, body)) for body in bodies]
+    await until(lambda: kv_state(decode.running.engine.state())["pulled"] == 3, within=20)
+    await until(lambda: len(decode.running.engine.cores[0].sched.running) == 2, within=20)
+    before = await value(decode, "vllm:generation_tokens_total")
+    await asyncio.sleep(0.3)
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") >= 4_000
+    assert await value(decode, "vllm:num_requests_running") == 2
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="deferred") == 1
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="capacity") == 0
+    assert await value(decode, "vllm:generation_tokens_total") > before  # it generates: a full engine, not a stuck one
+    assert not tasks[2].done()
+    answers = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert answers[2][1]["usage"]["completion_tokens"] == 8
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="deferred") == 0
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 6_000

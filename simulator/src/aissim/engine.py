@@ -165,7 +165,7 @@ class EngineCore:
             engine=self.index,
             running=len(self.sched.running),
             waiting=len(self.sched.waiting),
-            deferred=sum(1 for r in self.sched.waiting if r.kv_state == "pulling"),
+            deferred=self.sched.num_deferred,
             kv_usage=self.pool.usage,
             queries=queries,
             hits=hits,

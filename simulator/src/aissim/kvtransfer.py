@@ -15,7 +15,9 @@ crosses the wire, from vllm-ascend v0.25.1rc1 vllm_ascend/distributed/kv_transfe
 - A request with `do_remote_prefill`, `remote_block_ids` and the four address keys (:1778-1790) on a consuming
   engine gets blocks for its whole prompt and waits, counted as waiting (WAITING_FOR_REMOTE_KVS), while the
   prompt's KV moves; then it computes its last prompt token only (vllm/v1/core/sched/scheduler.py:2436-2437),
-  its prompt tokens counted as `external_kv_transfer`. Without the address keys the connector logs "Got
+  its prompt tokens counted as `external_kv_transfer`. Until a running slot takes it, it stays in vLLM's
+  skipped_waiting, counted as `deferred`, KV arrived or not (scheduler.py:640-663: the loop that promotes it
+  breaks while running is at max_num_seqs; `Scheduler.num_deferred`). Without the address keys the connector logs "Got
   invalid KVTransferParams" and the engine computes the prompt itself.
 - The move: the decode engine asks the prefill engine's side channel (`remote_host:remote_port`, the kv_port)
   for the blocks; the prefill engine answers once they have moved (prompt tokens x KV bytes per token over
