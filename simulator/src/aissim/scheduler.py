@@ -255,13 +255,18 @@ class Scheduler:
             return None if req.kv_state == "new" else req
         return None
 
-    def kv_arrived(self, req: SimRequest, *, ok: bool, now: float) -> IterationRecord | None:
-        """A decode request's pull ended. Its KV is here, or the request fails with finish reason `error`
-        (kv_load_failure_policy "fail"); returns the failed request's stats."""
+    def kv_arrived(self, req: SimRequest, *, ok: bool, now: float, recompute: bool = False) -> IterationRecord | None:
+        """A decode request's pull ended. Its KV is here; or, not pulled, the request computes its prompt here
+        (kv_load_failure_policy "recompute": its blocks freed, num_computed_tokens back to 0) or fails with
+        finish reason `error` ("fail"); returns the failed request's stats."""
         if req.finished or req not in self.waiting:
             return None
         if ok:
             req.kv_state = "ready"
+            return None
+        if recompute:
+            self.pool.free(req.rid)
+            req.kv_state = ""
             return None
         self.waiting.remove(req)
         self.pool.free(req.rid)
