@@ -62,8 +62,48 @@ def split(name: str, namespace: str, **pd: Any) -> dict[str, Any]:
         ),
         ({"decode": {"engine": {"port": 9000}}}, {}, "a pool's engine.port must be spec.engine.port"),
         ({"kvPort": 20000}, {}, "spec.disaggregation.kvPort"),
+        (
+            {"prefill": {"parallelism": {"tensor": 6, "data": 2}}, "decode": {"parallelism": {"tensor": 4, "data": 3}}},
+            {"npus": 12},
+            "must be a multiple of the decode pool's",
+        ),
+        (
+            {
+                "kvPort": 30000,
+                "prefill": {"parallelism": {"tensor": 8, "data": 2}},
+                "decode": {"parallelism": {"tensor": 8, "data": 2}},
+            },
+            {"npus": 16},
+            "must be at least 20000 + 1000 x spec.npus",
+        ),
+        (
+            {
+                "decode": {
+                    "engine": {
+                        "additionalConfig": {"extra": {"scheduler_config": {"recompute_scheduler_enable": True}}}
+                    }
+                }
+            },
+            {},
+            "may not turn on vllm-ascend's recompute_scheduler_enable",
+        ),
+        (
+            {},
+            {"engine": {"additionalConfig": {"extra": {"recompute_scheduler_enable": True}}}},
+            "may not turn on vllm-ascend's recompute_scheduler_enable",
+        ),
     ],
-    ids=["prefill-tp-below-decode", "no-router", "pool-npus", "pool-port", "kv-port-in-transfer-range"],
+    ids=[
+        "prefill-tp-below-decode",
+        "no-router",
+        "pool-npus",
+        "pool-port",
+        "kv-port-in-transfer-range",
+        "prefill-tp-not-a-multiple",
+        "kv-port-16-npus",
+        "recompute-on-decode-pool",
+        "recompute-on-spec-engine",
+    ],
 )
 def test_kubectl_apply_refuses_a_pair_vllm_ascend_would_refuse(
     cluster: Cluster, namespace: str, crd: None, pd: dict[str, Any], spec: dict[str, Any], message: str
