@@ -133,7 +133,7 @@ class PoolSpec(ApiModel):
     parallelism: Parallelism | None = Field(
         default=None,
         description="The role's layout (`nodes` must be 1). Unset: spec.parallelism. Prefill TP must be at least "
-        "decode TP (mooncake_connector.py:1926-1930).",
+        "decode TP (mooncake_connector.py:1926-1930) and a multiple of it (ascend_config.py:187-194).",
     )
     engine: EngineSpec | None = Field(
         default=None,
