@@ -76,22 +76,6 @@ def split(name: str, namespace: str, **pd: Any) -> dict[str, Any]:
             {"npus": 16},
             "must be at least 20000 + 1000 x spec.npus",
         ),
-        (
-            {
-                "decode": {
-                    "engine": {
-                        "additionalConfig": {"extra": {"scheduler_config": {"recompute_scheduler_enable": True}}}
-                    }
-                }
-            },
-            {},
-            "may not turn on vllm-ascend's recompute_scheduler_enable",
-        ),
-        (
-            {},
-            {"engine": {"additionalConfig": {"extra": {"recompute_scheduler_enable": True}}}},
-            "may not turn on vllm-ascend's recompute_scheduler_enable",
-        ),
     ],
     ids=[
         "prefill-tp-below-decode",
@@ -101,8 +85,6 @@ def split(name: str, namespace: str, **pd: Any) -> dict[str, Any]:
         "kv-port-in-transfer-range",
         "prefill-tp-not-a-multiple",
         "kv-port-16-npus",
-        "recompute-on-decode-pool",
-        "recompute-on-spec-engine",
     ],
 )
 def test_kubectl_apply_refuses_a_pair_vllm_ascend_would_refuse(

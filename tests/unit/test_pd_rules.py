@@ -1,7 +1,8 @@
 """The P/D rules vllm-ascend and vllm-router enforce at start or at run time, refused by the operator's
-validation naming the field (their CEL twins are in the CRD: tests/unit/test_crd.py, and kubectl apply refuses
-them on the local control plane: tests/e2e/test_disaggregation.py), and the typed P/D fields rendered as the
-engine and the router read them.
+validation naming the field (the TP and kvPort rules' CEL twins are in the CRD: tests/unit/test_crd.py, and
+kubectl apply refuses them on the local control plane: tests/e2e/test_disaggregation.py; the recompute rules
+read the free-form additionalConfig.extra map, which no CEL rule can), and the typed P/D fields rendered as
+the engine and the router read them.
 
 Sources: vllm-ascend v0.25.1rc1 ascend_config.py:187-194 (prefill TP divisible by decode TP), :875-879 and
 :892-915 (recompute_scheduler_enable, nested under scheduler_config or not), the Mooncake tutorial
