@@ -292,8 +292,13 @@ def test_a_full_decode_engine_that_generates_is_never_rolled_while_a_kv_transfer
     (prefill,) = live_pods(cluster, namespace, "pd-prefill")
     full, hung = sorted(live_pods(cluster, namespace, "pd-decode"), key=lambda p: str(p["metadata"]["name"]))
     legs = [_prefill_leg(_engine(prefill)) for _ in range(4)]
+    # The four are allocated while no slot runs, as requests arriving together are (scheduler.py:640-663 runs the
+    # loop while running < max_num_seqs): their pulls held until all four started, then their KV arrives at once.
+    post(_engine(full), "/sim/faults", {"fault": "kv-transfer-hang"})
     for params in legs:  # ~100 tokens/s each at batch 2 (aissim's TP8 timings): a minute and more per request
         threading.Thread(target=_decode_leg, args=(_engine(full), params, 6000), daemon=True).start()
+    wait_for(lambda: _kv(full)["pulls"] == 4, timeout=30, message="four pulls started on the full decode pod")
+    urllib.request.urlopen(urllib.request.Request(f"{_engine(full)}/sim/faults", method="DELETE"), timeout=10)
 
     def gauge(name: str, label: str | None = None) -> dict[str, float]:
         return metric_values(f"{_engine(full)}/metrics", name, label)
