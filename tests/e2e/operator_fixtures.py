@@ -46,7 +46,7 @@ AddNodes = Callable[[int], list[str]]
 #: The example's served model name (examples/dsv4-flash.yaml), what requests to its engines name.
 MODEL = "deepseek-v4-flash"
 #: spec.health that judges in seconds (canary every 2 s, stall after 6 s, no cooldown between rolls).
-FAST = {
+FAST: dict[str, Any] = {
     "startupGraceSeconds": 600,
     "scrapeIntervalSeconds": 1,
     "canary": {"periodSeconds": 2, "timeoutSeconds": 5},

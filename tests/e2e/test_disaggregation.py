@@ -62,8 +62,30 @@ def split(name: str, namespace: str, **pd: Any) -> dict[str, Any]:
         ),
         ({"decode": {"engine": {"port": 9000}}}, {}, "a pool's engine.port must be spec.engine.port"),
         ({"kvPort": 20000}, {}, "spec.disaggregation.kvPort"),
+        (
+            {"prefill": {"parallelism": {"tensor": 6, "data": 2}}, "decode": {"parallelism": {"tensor": 4, "data": 3}}},
+            {"npus": 12},
+            "must be a multiple of the decode pool's",
+        ),
+        (
+            {
+                "kvPort": 30000,
+                "prefill": {"parallelism": {"tensor": 8, "data": 2}},
+                "decode": {"parallelism": {"tensor": 8, "data": 2}},
+            },
+            {"npus": 16},
+            "must be at least 20000 + 1000 x spec.npus",
+        ),
     ],
-    ids=["prefill-tp-below-decode", "no-router", "pool-npus", "pool-port", "kv-port-in-transfer-range"],
+    ids=[
+        "prefill-tp-below-decode",
+        "no-router",
+        "pool-npus",
+        "pool-port",
+        "kv-port-in-transfer-range",
+        "prefill-tp-not-a-multiple",
+        "kv-port-16-npus",
+    ],
 )
 def test_kubectl_apply_refuses_a_pair_vllm_ascend_would_refuse(
     cluster: Cluster, namespace: str, crd: None, pd: dict[str, Any], spec: dict[str, Any], message: str
@@ -244,6 +266,76 @@ def test_a_decode_engine_whose_kv_never_arrives_is_rolled_though_its_canary_stil
     assert len(ais(cluster, namespace, "pd-decode")["status"]["rolls"]) == 1
 
 
+def test_a_full_decode_engine_that_generates_is_never_rolled_while_a_kv_transfer_hang_still_is(
+    cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Any
+) -> None:
+    """At real engine speed (time scale 1): one decode pod gets more requests than its slots (maxNumSeqs 2, four
+    requests whose KV arrives at once). vLLM 0.25.1 keeps the two without a slot in skipped_waiting, exported as
+    `deferred`, though their KV has arrived (vllm/v1/core/sched/scheduler.py:640-663: the loop that promotes
+    them breaks while running is at max_num_seqs; vllm/v1/metrics/loggers.py:1083-1085), and no transfer
+    completes while the two running requests generate: three stall windows of that must not roll it. The other
+    decode pod with `kv-transfer-hang` has a free slot and a request waiting for KV that never arrives: it is
+    still rolled (health/stall.py `_transfer_stuck`), and only it."""
+    label_nodes(cluster, add_nodes(3), namespace)
+    attach(AIS_SIM_TIME_SCALE="1")
+    body = split("pd", namespace)
+    decode_engine = {**body["spec"]["engine"], "maxNumSeqs": 2}  # a pool's engine replaces spec.engine whole
+    body["spec"]["disaggregation"] = {"decode": {"replicas": 2, "engine": decode_engine}}
+    body["spec"]["health"] = FAST
+    window = float(FAST["stall"]["windowSeconds"])
+    cluster.apply(body, namespace=namespace)
+    wait_for(
+        lambda: condition(ais(cluster, namespace, "pd"), "Ready") == ("True", "AllRolesReady"),
+        timeout=300,
+        message="the parent Ready with both roles",
+    )
+    (prefill,) = live_pods(cluster, namespace, "pd-prefill")
+    full, hung = sorted(live_pods(cluster, namespace, "pd-decode"), key=lambda p: str(p["metadata"]["name"]))
+    legs = [_prefill_leg(_engine(prefill)) for _ in range(4)]
+    # The four are allocated while no slot runs, as requests arriving together are (scheduler.py:640-663 runs the
+    # loop while running < max_num_seqs): their pulls held until all four started, then their KV arrives at once.
+    post(_engine(full), "/sim/faults", {"fault": "kv-transfer-hang"})
+    for params in legs:  # ~100 tokens/s each at batch 2 (aissim's TP8 timings): a minute and more per request
+        threading.Thread(target=_decode_leg, args=(_engine(full), params, 6000), daemon=True).start()
+    wait_for(lambda: _kv(full)["pulls"] == 4, timeout=30, message="four pulls started on the full decode pod")
+    urllib.request.urlopen(urllib.request.Request(f"{_engine(full)}/sim/faults", method="DELETE"), timeout=10)
+
+    def gauge(name: str, label: str | None = None) -> dict[str, float]:
+        return metric_values(f"{_engine(full)}/metrics", name, label)
+
+    wait_for(lambda: _kv(full)["pulled"] == 4, timeout=30, message="the four requests' KV on the full decode pod")
+    started = time.monotonic()
+    generated = gauge("vllm:generation_tokens_total")[""]
+    while time.monotonic() - started < 3 * window + 2:
+        assert gauge("vllm:num_requests_running")[""] == 2
+        assert gauge("vllm:num_requests_waiting_by_reason", "reason").get("deferred") == 2  # KV here, no slot
+        assert ais(cluster, namespace, "pd-decode")["status"].get("lastRoll") is None
+        time.sleep(1)
+    assert gauge("vllm:generation_tokens_total")[""] > generated  # a full engine, generating
+    assert {p["metadata"]["uid"] for p in live_pods(cluster, namespace, "pd-decode")} == {
+        full["metadata"]["uid"],
+        hung["metadata"]["uid"],
+    }
+    print(f"[pd] full decode pod: 2 running, 2 deferred with their KV, {time.monotonic() - started:.1f}s, no roll")
+
+    post(_engine(hung), "/sim/faults", {"fault": "kv-transfer-hang"})
+    hang_at = time.monotonic()
+    threading.Thread(target=_decode_leg, args=(_engine(hung), _prefill_leg(_engine(prefill))), daemon=True).start()
+
+    def rolled() -> dict[str, Any] | None:
+        roll: dict[str, Any] | None = ais(cluster, namespace, "pd-decode")["status"].get("lastRoll")
+        return roll
+
+    roll = wait_for(rolled, timeout=90, message="the hung decode pod rolled")
+    print(f"[pd] kv-transfer-hang at scale 1 -> {roll['reason']} roll {time.monotonic() - hang_at:.1f}s")
+    assert roll["reason"] == "Stalled"
+    assert "waiting for their KV from a prefill engine" in roll["message"]
+    uids = {p["metadata"]["uid"] for p in live_pods(cluster, namespace, "pd-decode")}
+    assert hung["metadata"]["uid"] not in uids
+    assert full["metadata"]["uid"] in uids  # the full one generates on
+    assert len(ais(cluster, namespace, "pd-decode")["status"]["rolls"]) == 1
+
+
 def _prefill_leg(engine: str) -> dict[str, Any]:
     """The router's first leg, sent to the prefill engine itself: its answer's kv_transfer_params."""
     leg = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None, "remote_block_ids": None,
@@ -258,10 +350,10 @@ def _prefill_leg(engine: str) -> dict[str, Any]:
     return params
 
 
-def _decode_leg(engine: str, params: dict[str, Any]) -> None:
+def _decode_leg(engine: str, params: dict[str, Any], max_tokens: int = 8) -> None:
     """The second leg, to a decode engine; it waits there until the pod goes (its error is expected)."""
-    body = {"model": MODEL, "prompt": "x", "sim_prompt_tokens": PROMPT_TOKENS, "max_tokens": 8,
-            "kv_transfer_params": params}  # fmt: skip
+    body = {"model": MODEL, "prompt": "x", "sim_prompt_tokens": PROMPT_TOKENS, "max_tokens": max_tokens,
+            "ignore_eos": True, "kv_transfer_params": params}  # fmt: skip
     request = urllib.request.Request(
         f"{engine}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )

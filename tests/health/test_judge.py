@@ -136,3 +136,20 @@ def test_stale_samples_with_a_fresh_canary_are_not_a_stall() -> None:
     assert (verdict.reason, verdict.roll) == ("CanaryPassing", None)
     failing = replace(state, canary_failures=1)
     assert judge(failing, now=last + 20.0 + CFG.stall.window_seconds, cfg=CFG).reason == "EngineNotAnswering"
+
+
+def test_the_kv_transfer_rule_applies_only_to_the_decode_engine_the_machine_is_told_of() -> None:
+    """Requests `deferred` with a slot free and no transfer completing, while the engine generates: a decode
+    engine (decode_slots given) is Stalled and rolled; any other engine with the same series is passing
+    (its `deferred` is grammar, LoRA or streaming waits, vllm/v1/core/sched/scheduler.py:1854-1858)."""
+    state = PodHealth(mismatches=(), last_canary=0.0)
+    for i in range(20):
+        sample = EngineSample(t=i * 5.0, running=2, waiting=3, deferred=3, generation_tokens=i * 100.0, iterations=i)
+        state = fold_sample(state, sample, cfg=CFG)
+    now = state.samples[-1].t
+    decode = judge(replace(state, last_canary=now), now=now, cfg=CFG, decode_slots=32)
+    assert (decode.reason, decode.roll) == ("Stalled", RollReason.STALLED)
+    assert "waiting for their KV" in decode.message
+    assert judge(replace(state, last_canary=now), now=now, cfg=CFG).reason == "CanaryPassing"
+    full = judge(replace(state, last_canary=now), now=now, cfg=CFG, decode_slots=2)  # every slot runs
+    assert full.reason == "CanaryPassing"

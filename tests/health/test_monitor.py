@@ -294,9 +294,9 @@ async def test_a_pod_is_rolled_exactly_when_its_machine_asks(
     example: ParsedService, monkeypatch: pytest.MonkeyPatch, asks: bool, verdict_roll: RollReason | None
 ) -> None:
     def scripted(
-        state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec
+        state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec, decode_slots: int | None
     ) -> tuple[PodHealth, Verdict, tuple[Action, ...]]:
-        state, verdict, actions = step(state, obs, now=now, cfg=cfg)
+        state, verdict, actions = step(state, obs, now=now, cfg=cfg, decode_slots=decode_slots)
         kept = tuple(a for a in actions if not isinstance(a, RequestRoll))
         ask = (RequestRoll(reason=RollReason.STALLED, message="asked by the machine"),) if asks else ()
         return state, replace(verdict, roll=verdict_roll), kept + ask

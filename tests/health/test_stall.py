@@ -1,11 +1,12 @@
 """The stall detector, table-driven over traces shaped by the seed's figures."""
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
 from ascend_operator.api.health import StallSpec
-from ascend_operator.health.samples import EngineSample
+from ascend_operator.health.samples import EngineSample, RankSample
 from ascend_operator.health.stall import detect_stall
 from harness.traces import KV_POOL_DSA_CP, Trace, hang, long_prefill, stale_kv_after_abort, steady
 
@@ -67,18 +68,32 @@ def test_reasons_name_the_policy() -> None:
     assert detect_stall(busy, now=busy[-1].t, cfg=CFG).reason == "Progressing"
 
 
-def decode_engine(seconds: int, *, waiting_for_kv: int, transfer_every: int | None) -> Trace:
-    """A decode engine of a P/D pair scraped every 5 s: it decodes 4 requests (its counters advance every
-    scrape) while `waiting_for_kv` requests wait for their KV; a transfer completes every `transfer_every` s
-    (None: never, the prefill side stopped serving pulls)."""
+#: `--max-num-seqs` of the decode engines below.
+SLOTS = 8
+
+
+def decode_engine(
+    seconds: int,
+    *,
+    waiting_for_kv: int,
+    transfer_every: int | None,
+    running: int = 4,
+    generating: bool = True,
+    full_until: int = -1,
+) -> Trace:
+    """A decode engine of a P/D pair scraped every 5 s: it decodes `running` requests (its counters advance
+    every scrape unless not `generating`) while `waiting_for_kv` requests are `deferred`; a transfer completes
+    every `transfer_every` s (None: never, the prefill side stopped serving pulls). Until `full_until` s every
+    slot runs (running == SLOTS): vLLM's waiting loop then never runs (scheduler.py:640-645), so the deferred
+    requests may hold KV that arrived and wait for a slot."""
     return [
         EngineSample(
             t=float(t),
-            running=4,
+            running=SLOTS if t <= full_until else running,
             waiting=waiting_for_kv,
             deferred=waiting_for_kv,
-            generation_tokens=40.0 * t,
-            iterations=10.0 * t,
+            generation_tokens=40.0 * t if generating else 0.0,
+            iterations=10.0 * t if generating else 0.0,
             kv_usage=0.2,
             external_prompt_tokens=4096.0 * (t // transfer_every) if transfer_every else 0.0,
         )
@@ -86,30 +101,74 @@ def decode_engine(seconds: int, *, waiting_for_kv: int, transfer_every: int | No
     ]
 
 
-@pytest.mark.parametrize(
-    ("name", "trace", "stalls"),
-    [
-        (
-            "transfers stopped while other requests decode",
-            decode_engine(300, waiting_for_kv=3, transfer_every=None),
-            True,
-        ),
-        ("transfers complete every 20 s", decode_engine(300, waiting_for_kv=3, transfer_every=20), False),
-        ("nothing waits for KV", decode_engine(300, waiting_for_kv=0, transfer_every=None), False),
-    ],
-)
-def test_a_decode_engine_is_judged_on_its_kv_transfers_too(name: str, trace: Trace, stalls: bool) -> None:
-    caught = first_stall(trace)
-    assert (caught is not None) == stalls, name
-    if caught is not None:
-        assert CFG.window_seconds <= caught <= CFG.window_seconds + 5  # one scrape after the window
-        finding = detect_stall(trace, now=trace[-1].t, cfg=CFG)
-        assert finding.message.startswith("3 request(s) waiting for their KV from a prefill engine")
-        assert finding.evidence["waitingForKV"] == 3
+def first_decode_stall(trace: Trace, slots: int | None = SLOTS) -> float | None:
+    for i in range(1, len(trace)):
+        if detect_stall(trace[: i + 1], now=trace[i].t, cfg=CFG, decode_slots=slots).stalled:
+            return trace[i].t
+    return None
+
+
+#: (name, trace, decode slots (None: not a decode engine), stalled at (None: never), reason at the end)
+DECODE_CASES = [
+    ("transfers stopped while other requests decode", decode_engine(300, waiting_for_kv=3, transfer_every=None),
+     SLOTS, CFG.window_seconds, "Stalled"),
+    ("transfers complete every 20 s", decode_engine(300, waiting_for_kv=3, transfer_every=20), SLOTS, None,
+     "Progressing"),
+    ("nothing waits for KV", decode_engine(300, waiting_for_kv=0, transfer_every=None), SLOTS, None, "Progressing"),
+    # vLLM counts grammar compiles, LoRA skips and paused streams as `deferred` too (scheduler.py:1854-1858,
+    # 667-678): on an engine that pulls no KV they are no transfer
+    ("deferred on an engine that is not a decode engine", decode_engine(300, waiting_for_kv=3,
+     transfer_every=None), None, None, "Progressing"),
+    # every slot taken for three windows and generating: the deferred requests' KV may well have arrived
+    ("a full decode engine that generates", decode_engine(3 * 30, waiting_for_kv=5, transfer_every=None,
+     full_until=3 * 30), SLOTS, None, "Progressing"),
+    ("a full decode engine that generates nothing", decode_engine(300, waiting_for_kv=5, transfer_every=None,
+     generating=False, full_until=300), SLOTS, CFG.window_seconds, "Stalled"),
+    # a slot frees at 100 s and the deferred requests stay: their KV is not here; a window from then
+    ("full, then a slot frees and nothing arrives", decode_engine(300, waiting_for_kv=3, transfer_every=None,
+     full_until=100), SLOTS, 105 + CFG.window_seconds, "Stalled"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "trace", "slots", "stalls_at", "reason"), DECODE_CASES)
+def test_a_decode_engine_is_judged_on_its_kv_transfers_while_a_slot_is_free(
+    name: str, trace: Trace, slots: int | None, stalls_at: float | None, reason: str
+) -> None:
+    caught = first_decode_stall(trace, slots)
+    if stalls_at is None:
+        assert caught is None, name
+    else:
+        assert caught is not None, name
+        assert stalls_at <= caught <= stalls_at + 5, name  # one scrape after the window
+    assert detect_stall(trace, now=trace[-1].t, cfg=CFG, decode_slots=slots).reason == reason, name
+
+
+def test_a_stuck_transfer_names_the_waiting_requests_and_the_free_slots() -> None:
+    trace = decode_engine(300, waiting_for_kv=3, transfer_every=None)
+    finding = detect_stall(trace, now=trace[-1].t, cfg=CFG, decode_slots=SLOTS)
+    assert finding.message.startswith("3 request(s) waiting for their KV from a prefill engine")
+    assert "4 of 8 running" in finding.message
+    assert finding.evidence["waitingForKV"] == 3
+
+
+def test_one_full_dp_rank_hides_which_deferred_requests_wait_for_a_slot() -> None:
+    """max_num_seqs is each engine core's: with one DP rank full, its deferred requests may have their KV."""
+
+    def dp2(rank0_running: int) -> Trace:
+        return [
+            replace(s, running=rank0_running + 2, ranks={
+                "0": RankSample(running=rank0_running, generation_tokens=s.generation_tokens / 2),
+                "1": RankSample(running=2, generation_tokens=s.generation_tokens / 2),
+            })
+            for s in decode_engine(300, waiting_for_kv=3, transfer_every=None)
+        ]  # fmt: skip
+
+    assert first_decode_stall(dp2(SLOTS)) is None
+    assert first_decode_stall(dp2(SLOTS - 1)) == CFG.window_seconds
 
 
 def test_a_transfer_that_completes_ends_the_wait() -> None:
     stuck = decode_engine(100, waiting_for_kv=2, transfer_every=None)
     arrived = [*stuck[:-1], EngineSample(t=stuck[-1].t, running=6, generation_tokens=1e6, iterations=1e5,
                                          external_prompt_tokens=8192.0, deferred=0.0)]  # fmt: skip
-    assert detect_stall(arrived, now=arrived[-1].t, cfg=CFG).reason == "Progressing"
+    assert detect_stall(arrived, now=arrived[-1].t, cfg=CFG, decode_slots=SLOTS).reason == "Progressing"

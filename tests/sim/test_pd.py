@@ -45,7 +45,7 @@ RETURNED_KEYS = {
 }  # fmt: skip
 
 
-def kv_config(role: str, port: int, *, prefill_tp: int = 8, decode_tp: int = 8) -> str:
+def kv_config(role: str, port: int, *, prefill_tp: int = 8, decode_tp: int = 8, decode_dp: int = 1, **more: str) -> str:
     return json.dumps(
         {
             "kv_connector": "MooncakeConnectorV1",
@@ -53,8 +53,9 @@ def kv_config(role: str, port: int, *, prefill_tp: int = 8, decode_tp: int = 8) 
             "kv_port": port,
             "kv_connector_extra_config": {
                 "prefill": {"dp_size": 1, "tp_size": prefill_tp},
-                "decode": {"dp_size": 1, "tp_size": decode_tp},
+                "decode": {"dp_size": decode_dp, "tp_size": decode_tp},
             },
+            **more,
         }
     )
 
@@ -185,6 +186,27 @@ async def test_a_gone_prefill_engine_fails_the_request_with_vllms_500_and_frees_
     assert kv_state(state)["failed"] == 1
 
 
+async def test_with_kv_load_failure_policy_recompute_the_decode_engine_computes_the_prompt_itself(
+    sim: SimFactory,
+) -> None:
+    """vLLM 0.25.1 kv_load_failure_policy "recompute" (vllm/config/kv_transfer.py:69-72): a load that fails
+    reschedules the request to compute the prompt, so the client gets its answer, not a 500."""
+    config = kv_config("kv_producer", 26005, kv_load_failure_policy="recompute")
+    prefill = await sim(base_args("--kv-transfer-config", config))
+    decode = await sim(base_args("--kv-transfer-config", kv_config("kv_consumer", 26005,
+                                                                    kv_load_failure_policy="recompute")))  # fmt: skip
+    params = await prefill_leg(prefill, 4_000)
+    await prefill.running.close()
+    status, answer = await post(decode, {"prompt": "a shared document", "sim_prompt_tokens": 4_000,
+                                         "max_tokens": 8, "kv_transfer_params": params})  # fmt: skip
+    assert status == 200, answer
+    assert answer["usage"]["completion_tokens"] == 8
+    assert kv_state(await decode.state())["failed"] == 1
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="local_compute") == 4_000
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 0
+    assert await value(decode, "vllm:request_success_total", finished_reason="error") == 0
+
+
 async def test_kv_no_decode_engine_pulls_is_freed_after_the_abort_timeout() -> None:
     argv = base_args("--kv-transfer-config", kv_config("kv_producer", 26003), scale=1000.0)
     running = await launch(parse_serve_args(argv, env={"VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "30"}))
@@ -222,10 +244,21 @@ async def test_an_engine_without_a_connector_computes_the_prompt_and_returns_no_
         ({"kv_connector": "MooncakeConnectorV1"}, "Please specify kv_role when kv_connector is set"),
         ({"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_consumer"}, "prefill.tp_size is required"),
         (json.loads(kv_config("kv_consumer", 26004, prefill_tp=4, decode_tp=8)), "prefill_tp_size: 4 must be"),
+        # vllm-ascend check_kv_extra_config (vllm_ascend/utils.py:1288-1312): the engine's own side must match it
+        (json.loads(kv_config("kv_consumer", 26004, decode_tp=4)), "conflicting tensor parallel size. Expected 8"),
+        (json.loads(kv_config("kv_consumer", 26004, decode_dp=2)), "conflicting data parallel size. Expected 1"),
+        (json.loads(kv_config("kv_producer", 26004, decode_dp=2)), None),  # the other side's DP: compared nowhere
+        (json.loads(kv_config("kv_consumer", 26004, kv_load_failure_policy="retry")), "'recompute' or 'fail'"),
     ],
 )
-async def test_a_kv_transfer_config_vllm_ascend_refuses_stops_the_start(config: dict[str, Any], message: str) -> None:
+async def test_a_kv_transfer_config_vllm_ascend_refuses_stops_the_start(
+    config: dict[str, Any], message: str | None
+) -> None:
     started = await launch(parse_serve_args(base_args("--kv-transfer-config", json.dumps(config)), env={}))
+    if message is None:
+        assert not isinstance(started, str), started
+        await started.close()
+        return
     assert isinstance(started, str)
     assert message in started
 
@@ -273,3 +306,35 @@ async def test_a_request_through_the_router_is_prefilled_on_one_engine_and_decod
     assert await value(decode, "vllm:prompt_tokens_by_source_total", source="local_compute") == 0
     assert await value(decode, "vllm:generation_tokens_total") == 24
     assert kv_state(await prefill.state())["served"] == 1
+
+
+async def test_a_decode_request_whose_kv_arrived_stays_deferred_until_a_running_slot_frees(sim: SimFactory) -> None:
+    """vLLM 0.25.1: a decode request whose KV has arrived stays in skipped_waiting (WAITING_FOR_REMOTE_KVS)
+    until the waiting loop promotes it (vllm/v1/core/sched/scheduler.py:2441-2453), and that loop breaks while
+    running is at max_num_seqs (scheduler.py:640-645); loggers.py:1083-1085 exports skipped_waiting as
+    `deferred`. So a full decode engine shows `deferred` with every transfer done, while it generates."""
+    prefill = await sim(base_args("--kv-transfer-config", kv_config("kv_producer", 26004), scale=10.0))
+    decode = await sim(base_args("--kv-transfer-config", kv_config("kv_consumer", 26004), "--max-num-seqs", "2",
+                                 scale=10.0))  # fmt: skip
+    legs = [await prefill_leg(prefill, 2_000, text=f"document {i}") for i in range(3)]
+    bodies = [
+        {"prompt": f"document {i}", "sim_prompt_tokens": 2_000, "max_tokens": tokens, "ignore_eos": True,
+         "kv_transfer_params": params}
+        for i, (params, tokens) in enumerate(zip(legs, (600, 600, 8), strict=True))
+    ]  # fmt: skip
+    tasks = [asyncio.create_task(post(decode, body)) for body in bodies]
+    await until(lambda: kv_state(decode.running.engine.state())["pulled"] == 3, within=20)
+    await until(lambda: len(decode.running.engine.cores[0].sched.running) == 2, within=20)
+    before = await value(decode, "vllm:generation_tokens_total")
+    await asyncio.sleep(0.3)
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") >= 4_000
+    assert await value(decode, "vllm:num_requests_running") == 2
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="deferred") == 1
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="capacity") == 0
+    assert await value(decode, "vllm:generation_tokens_total") > before  # it generates: a full engine, not a stuck one
+    assert not tasks[2].done()
+    answers = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert answers[2][1]["usage"]["completion_tokens"] == 8
+    assert await value(decode, "vllm:num_requests_waiting_by_reason", reason="deferred") == 0
+    assert await value(decode, "vllm:prompt_tokens_by_source_total", source="external_kv_transfer") == 6_000

@@ -32,6 +32,9 @@ SUBJECT = {
     ("tests/sim/test_processes.py", "test_twenty_instances_share_two_cores_and_idle_ones_use_no_cpu"): (
         "the idle period whose CPU use is measured"
     ),
+    ("tests/sim/test_pd.py", "test_a_decode_request_whose_kv_arrived_stays_deferred_until_a_running_slot_frees"): (
+        "the period over which the full decode engine is seen generating while one request stays deferred"
+    ),
     ("tests/sim/test_request_stats.py", "test_a_request_sent_into_a_hang_is_queued_only_from_the_resume"): (
         "how long the engine is held hung"
     ),

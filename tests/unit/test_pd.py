@@ -21,6 +21,7 @@ from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.controller.pd import pair_conditions, role_status
+from ascend_operator.health.stall import decode_slots
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.env import build_env
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy
@@ -235,3 +236,14 @@ def test_vllm_router_reads_the_p_d_arguments_as_one_selector_per_role(example_bo
     assert got["decode_selector"] == {"inference.ascend.dev/service": "dsv4-decode"}
     assert got["kv_connector"] == "nixl"  # the contract vllm-ascend's MooncakeConnectorV1 follows
     assert got["max_concurrent_requests"] == 2 * 2 * 16  # units x decode per unit x decode slots
+
+
+def test_only_the_decode_role_is_judged_on_its_kv_transfers_with_its_own_max_num_seqs(
+    example_body: dict[str, Any],
+) -> None:
+    """health/stall.py `_transfer_stuck` reads `deferred` as KV on the wire only on a decode engine, and only
+    while a running slot of its `--max-num-seqs` is free (vllm/v1/core/sched/scheduler.py:640-645)."""
+    spec = parent(example_body, prefill={"engine": {"maxNumSeqs": 4}}, decode={"engine": {"maxNumSeqs": 48}})
+    assert decode_slots(child(spec, PdRole.DECODE)) == 48
+    assert decode_slots(child(spec, PdRole.PREFILL)) is None
+    assert decode_slots(parse_resource(example_body).spec) is None

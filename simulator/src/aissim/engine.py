@@ -165,7 +165,7 @@ class EngineCore:
             engine=self.index,
             running=len(self.sched.running),
             waiting=len(self.sched.waiting),
-            deferred=sum(1 for r in self.sched.waiting if r.kv_state == "pulling"),
+            deferred=self.sched.num_deferred,
             kv_usage=self.pool.usage,
             queries=queries,
             hits=hits,
@@ -260,7 +260,8 @@ class EngineCore:
         """A decode request's KV is here (it runs next step) or could not be pulled (it fails now)."""
         now = self.clock.now()
         req.kv_ready_at = now
-        failed = self.sched.kv_arrived(req, ok=ok, now=now)
+        recompute = self.kv is not None and self.kv.recompute_failed_loads
+        failed = self.sched.kv_arrived(req, ok=ok, now=now, recompute=recompute)
         if failed is not None:
             self.metrics.record_iteration(engine=self.index, it=failed)
             delivery = self.deliveries.pop(req, None)

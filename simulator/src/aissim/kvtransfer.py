@@ -15,13 +15,18 @@ crosses the wire, from vllm-ascend v0.25.1rc1 vllm_ascend/distributed/kv_transfe
 - A request with `do_remote_prefill`, `remote_block_ids` and the four address keys (:1778-1790) on a consuming
   engine gets blocks for its whole prompt and waits, counted as waiting (WAITING_FOR_REMOTE_KVS), while the
   prompt's KV moves; then it computes its last prompt token only (vllm/v1/core/sched/scheduler.py:2436-2437),
-  its prompt tokens counted as `external_kv_transfer`. Without the address keys the connector logs "Got
+  its prompt tokens counted as `external_kv_transfer`. Until a running slot takes it, it stays in vLLM's
+  skipped_waiting, counted as `deferred`, KV arrived or not (scheduler.py:640-663: the loop that promotes it
+  breaks while running is at max_num_seqs; `Scheduler.num_deferred`). Without the address keys the connector logs "Got
   invalid KVTransferParams" and the engine computes the prompt itself.
 - The move: the decode engine asks the prefill engine's side channel (`remote_host:remote_port`, the kv_port)
   for the blocks; the prefill engine answers once they have moved (prompt tokens x KV bytes per token over
   `--sim-kv-transfer-gbps`, calibration.kv_transfer_s) and frees them. A prefill engine that is gone, or no
   longer holds the blocks, fails the request with finish reason `error` (kv_load_failure_policy "fail", vLLM's
-  default, vllm/config/kv_transfer.py:69): the client gets vLLM's 500 "Internal server error".
+  default, vllm/config/kv_transfer.py:69): the client gets vLLM's 500 "Internal server error". With
+  "recompute" the decode engine computes the prompt itself instead (the scheduler resets the failed request's
+  computed tokens, vllm/v1/core/sched/scheduler.py `_update_requests_with_invalid_blocks`, and schedules it
+  again).
 - The `kv-transfer-hang` fault stops moves in flight and new ones, on whichever side has it, until cleared.
 
 Simplified: one side channel per server at kv_port (vllm-ascend opens one per rank at kv_port + offset), one
@@ -52,6 +57,8 @@ log = logging.getLogger("aissim")
 
 #: get_args(KVRole) of vllm/config/kv_transfer.py:8-10, in its order.
 KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")
+#: get_args of KVTransferConfig.kv_load_failure_policy (vllm/config/kv_transfer.py:69).
+LOAD_FAILURE_POLICIES = ("recompute", "fail")
 DEFAULT_KV_PORT = 14579  # vllm/config/kv_transfer.py:56
 #: The keys update_state_after_alloc needs beside remote_block_ids (mooncake_connector.py:1780).
 ADDRESS_KEYS = ("remote_engine_id", "remote_host", "remote_port", "remote_request_id")
@@ -70,9 +77,15 @@ def config_error(cfg: SimConfig) -> str | None:
         return f"ValueError: Unsupported kv_role: {role}. Supported roles are {KV_ROLES}"
     if conf.get("kv_connector") is not None and role is None:
         return f"ValueError: Please specify kv_role when kv_connector is set, supported roles are {KV_ROLES}"
+    policy = conf.get("kv_load_failure_policy", "fail")
+    if policy not in LOAD_FAILURE_POLICIES:
+        return f"ValidationError: kv_load_failure_policy: Input should be 'recompute' or 'fail' (got {policy!r})"
+    extra = conf.get("kv_connector_extra_config") or {}
+    own_error = _own_side_error(cfg, role, extra)
+    if own_error is not None:
+        return own_error
     if conf.get("kv_connector") != "MooncakeConnectorV1":
         return None
-    extra = conf.get("kv_connector_extra_config") or {}
     sides: dict[str, dict[str, Any]] = {}
     for side in ("prefill", "decode"):
         given = extra.get(side)
@@ -88,6 +101,28 @@ def config_error(cfg: SimConfig) -> str | None:
             f"ValueError: prefill_tp_size: {sides['prefill']['tp_size']} must be greater than or equal to the "
             f"decode_tp_size: {sides['decode']['tp_size']}"
         )
+    return None
+
+
+def _own_side_error(cfg: SimConfig, role: object, extra: dict[str, Any]) -> str | None:
+    """vllm-ascend's check_kv_extra_config (vllm_ascend/utils.py:1288-1312, run at start-up from
+    platform.py:440): the engine's own side of `kv_connector_extra_config` (prefill on a producer, decode on a
+    consumer) must give this engine's tp_size and dp_size when it gives them. The other side's are not
+    compared with anything here."""
+    sides = (["prefill"] if role in ("kv_producer", "kv_both") else []) + (
+        ["decode"] if role in ("kv_consumer", "kv_both") else []
+    )
+    own = {"tp_size": ("tensor", cfg.tensor_parallel_size), "dp_size": ("data", cfg.data_parallel_size)}
+    for side in sides:
+        given = extra.get(side)
+        if not isinstance(given, dict):
+            continue
+        for key, (kind, engine) in own.items():
+            if key in given and given[key] != engine:
+                return (
+                    f"ValueError: KV transfer '{side}' config has a conflicting {kind} parallel size. "
+                    f"Expected {engine}, but got {given[key]}."
+                )
     return None
 
 
@@ -129,6 +164,7 @@ class KVTransfer:
         self.produces = role in ("kv_producer", "kv_both")
         self.consumes = role in ("kv_consumer", "kv_both")
         self.port = int(conf.get("kv_port") or DEFAULT_KV_PORT)
+        self.recompute_failed_loads = conf.get("kv_load_failure_policy") == "recompute"
         self.engine_id = str(conf.get("engine_id") or uuid.uuid4())  # vllm/config/kv_transfer.py:93-94
         wildcard = cfg.host in ("", "0.0.0.0", "::")
         self.host = cfg.host_ip or ("127.0.0.1" if wildcard else cfg.host)

@@ -304,7 +304,8 @@ class VllmMetrics:
     ) -> None:
         """SchedulerStats as record() applies them (loggers.py:1067-1091): the engine core ships them with a
         step's outputs, so they move only when an engine core steps. `deferred` of the `waiting`: requests the
-        scheduler passes over (here: a decode engine's requests waiting for their KV; no LoRA or grammar)."""
+        scheduler passes over (here: a decode engine's requests waiting for their KV, or whose KV arrived while
+        every running slot was taken: `Scheduler.num_deferred`; no LoRA or grammar)."""
         lv = (self.model_name, str(engine))
         self.running.labels(*lv).set(running)
         self.waiting.labels(*lv).set(waiting)

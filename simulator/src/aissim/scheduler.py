@@ -131,6 +131,17 @@ class Scheduler:
     def load(self) -> int:
         return len(self.waiting) + len(self.running)
 
+    @property
+    def num_deferred(self) -> int:
+        """vLLM's `len(self.skipped_waiting)` (SchedulerStats.num_skipped_waiting_reqs, vllm 0.25.1
+        vllm/v1/core/sched/scheduler.py:2303), exported as `deferred` (vllm/v1/metrics/loggers.py:1083-1085).
+        A decode request enters skipped_waiting when its blocks are allocated (WAITING_FOR_REMOTE_KVS,
+        scheduler.py:947-951) and leaves it only when the waiting loop promotes and schedules it
+        (_try_promote_blocked_waiting_request, :2441-2453); that loop breaks while running is at max_num_seqs
+        (:640-645), so a request whose KV has arrived stays `deferred` until a running slot frees. Here: a
+        decode request pulling ("pulling") or pulled but not yet admitted ("ready")."""
+        return sum(1 for r in self.waiting if r.kv_state in ("pulling", "ready"))
+
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
 
@@ -232,21 +243,30 @@ class Scheduler:
             plan.pulls.append(req)
 
     def _next_waiting(self) -> SimRequest | None:
-        """The first waiting request that can run: one waiting for its KV is passed over (vLLM skips it), one
-        whose blocks could not be allocated stops admission."""
+        """The first waiting request that can run: a decode request whose KV arrived first (FCFS takes
+        skipped_waiting before waiting, scheduler.py:1867-1869), then in arrival order; one waiting for its KV
+        is passed over (vLLM skips it), one whose blocks could not be allocated stops admission."""
+        ready = next((req for req in self.waiting if req.kv_state == "ready"), None)
+        if ready is not None:
+            return ready
         for req in self.waiting:
             if req.kv_state == "pulling":
                 continue
             return None if req.kv_state == "new" else req
         return None
 
-    def kv_arrived(self, req: SimRequest, *, ok: bool, now: float) -> IterationRecord | None:
-        """A decode request's pull ended. Its KV is here, or the request fails with finish reason `error`
-        (kv_load_failure_policy "fail"); returns the failed request's stats."""
+    def kv_arrived(self, req: SimRequest, *, ok: bool, now: float, recompute: bool = False) -> IterationRecord | None:
+        """A decode request's pull ended. Its KV is here; or, not pulled, the request computes its prompt here
+        (kv_load_failure_policy "recompute": its blocks freed, num_computed_tokens back to 0) or fails with
+        finish reason `error` ("fail"); returns the failed request's stats."""
         if req.finished or req not in self.waiting:
             return None
         if ok:
             req.kv_state = "ready"
+            return None
+        if recompute:
+            self.pool.free(req.rid)
+            req.kv_state = ""
             return None
         self.waiting.remove(req)
         self.pool.free(req.rid)

@@ -21,12 +21,16 @@ from pydantic import Field
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.layout import EnvVar, Parallelism
+from ascend_operator.api.router import RouterPolicy
 
 #: The tutorial's handshake base (pd_disaggregation_mooncake_multi_node.md:510-524).
 DEFAULT_KV_PORT = 36000
 #: Mooncake's AscendDirectTransport takes random ports in [20000, 20000 + NPUs per node x 1000): on an
 #: 8-NPU Atlas 800 A2 the handshake ports must start at 28000 or above (tutorial :219-230).
 MIN_KV_PORT = 28000
+#: AscendDirectTransport's random ports: [20000, 20000 + NPUs per node x 1000) (tutorial :219-230).
+TRANSPORT_PORT_BASE = 20000
+TRANSPORT_PORTS_PER_NPU = 1000
 #: vLLM envs.py:1661-1662: prefill KV no decode pulled is force-freed after this many seconds.
 DEFAULT_ABORT_SECONDS = 480
 
@@ -50,6 +54,14 @@ class KvRole(StrEnum):
 
     PRODUCER = "kv_producer"
     CONSUMER = "kv_consumer"
+
+
+class KvLoadFailurePolicy(StrEnum):
+    """`kv_load_failure_policy` of vLLM 0.25.1's KVTransferConfig (vllm/config/kv_transfer.py:69-72): what a
+    decode engine does with a request whose KV could not be loaded."""
+
+    RECOMPUTE = "recompute"
+    FAIL = "fail"
 
 
 class SideParallelism(ApiModel):
@@ -83,6 +95,9 @@ class KvTransferConfig(ApiModel):
         "AscendDirectTransport takes random ports below that (tutorial :219-230).",
     )
     kv_connector_extra_config: ConnectorExtra = Field(description="Both sides' tp_size and dp_size.")
+    kv_load_failure_policy: KvLoadFailurePolicy | None = Field(
+        default=None, description="vLLM's kv_load_failure_policy (config/kv_transfer.py:69); unset: vLLM's fail."
+    )
 
 
 class PdRoleSpec(ApiModel):
@@ -118,7 +133,7 @@ class PoolSpec(ApiModel):
     parallelism: Parallelism | None = Field(
         default=None,
         description="The role's layout (`nodes` must be 1). Unset: spec.parallelism. Prefill TP must be at least "
-        "decode TP (mooncake_connector.py:1926-1930).",
+        "decode TP (mooncake_connector.py:1926-1930) and a multiple of it (ascend_config.py:187-194).",
     )
     engine: EngineSpec | None = Field(
         default=None,
@@ -126,6 +141,11 @@ class PoolSpec(ApiModel):
         "wants a larger maxNumBatchedTokens, a decode pool more maxNumSeqs). Unset: spec.engine.",
     )
     env: list[EnvVar] = Field(default_factory=list, description="Environment added to spec.env (same name: this one).")
+    router_policy: RouterPolicy | None = Field(
+        default=None,
+        description="How the router picks an engine of this pool: vllm-router 0.1.17's `--prefill-policy` / "
+        "`--decode-policy` (router_args.py:176-204, P/D mode only). Unset: spec.router.policy.",
+    )
 
 
 class DisaggregationSpec(ApiModel):
@@ -137,7 +157,16 @@ class DisaggregationSpec(ApiModel):
         default=DEFAULT_KV_PORT,
         ge=MIN_KV_PORT,
         le=65000,
-        description="The connector's `kv_port` on both roles (at least 28000 on an 8-NPU node).",
+        description="The connector's `kv_port` on both roles: at least 20000 + 1000 x NPUs per node, above "
+        "Mooncake AscendDirectTransport's random ports (tutorial :219-230: 28000 on an 8-NPU node, 36000 on a "
+        "16-NPU node; a pod of 16 NPUs is refused below 36000).",
+    )
+    kv_load_failure_policy: KvLoadFailurePolicy | None = Field(
+        default=None,
+        description="What a decode engine does with a request whose KV could not be loaded from the prefill "
+        "engine (vLLM's kv_transfer_config `kv_load_failure_policy`, vllm/config/kv_transfer.py:69-72): "
+        "`fail` ends it with an error (the client gets a 500), `recompute` computes the prompt on the decode "
+        "engine instead. Unset: vLLM's default, fail.",
     )
     abort_seconds: int = Field(
         default=DEFAULT_ABORT_SECONDS,

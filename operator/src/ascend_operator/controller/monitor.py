@@ -58,6 +58,7 @@ from ascend_operator.health.machine import (
 )
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.samples import EngineSample
+from ascend_operator.health.stall import decode_slots
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,9 @@ async def health_pass(
             chips=_chip_finding(mon, state, pod, every),
         )
         health = state.pods[pod.uid]
-        state.pods[pod.uid], verdicts[pod.uid], actions = step(health, obs, now=mon.mono(), cfg=spec.health)
+        state.pods[pod.uid], verdicts[pod.uid], actions = step(
+            health, obs, now=mon.mono(), cfg=spec.health, decode_slots=decode_slots(spec)
+        )
         if state.pods[pod.uid].canary_failures > health.canary_failures:  # a canary that counted as failed
             record_canary_failure(namespace, service, pod.name)
         rolls += await _execute(mon, state, pod, namespace, actions)

@@ -114,6 +114,8 @@ class Facts:
     now: float
     cfg: HealthSpec
     group: GroupObservation | None = None
+    decode_slots: int | None = None
+    """`--max-num-seqs` of a P/D decode engine (its KV transfers are judged too); None: any other engine."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,7 +237,13 @@ def canary_cycle(cfg: HealthSpec) -> float:
 def _stalled(f: Facts) -> Finding | None:
     if _generating_unseen(f):
         return None
-    stall = detect_stall(f.state.samples, now=f.now, cfg=f.cfg.stall, canary_failures=f.state.canary_failures)
+    stall = detect_stall(
+        f.state.samples,
+        now=f.now,
+        cfg=f.cfg.stall,
+        canary_failures=f.state.canary_failures,
+        decode_slots=f.decode_slots,
+    )
     if not stall.stalled:
         return None
     message = stall.message
@@ -313,9 +321,16 @@ FAULTS: tuple[str, ...] = tuple(rule.reason for rule in CHAIN if rule.fault)
 PENDING: frozenset[str] = frozenset(rule.reason for rule in CHAIN if rule.pending)
 
 
-def judge(state: PodHealth, *, now: float, cfg: HealthSpec, group: GroupObservation | None = None) -> Verdict:
+def judge(
+    state: PodHealth,
+    *,
+    now: float,
+    cfg: HealthSpec,
+    group: GroupObservation | None = None,
+    decode_slots: int | None = None,
+) -> Verdict:
     """The pod's verdict: the first rule of `CHAIN` that holds."""
-    facts = Facts(state=state, now=now, cfg=cfg, group=group)
+    facts = Facts(state=state, now=now, cfg=cfg, group=group, decode_slots=decode_slots)
     for rule in CHAIN:
         found = rule.check(facts)
         if found is not None:

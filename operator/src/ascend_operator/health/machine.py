@@ -86,9 +86,10 @@ def resume(gate: tuple[bool, str] | None, baseline: Baseline | None = None) -> P
 
 
 def step(
-    state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec
+    state: PodHealth, obs: Observations, *, now: float, cfg: HealthSpec, decode_slots: int | None = None
 ) -> tuple[PodHealth, Verdict, tuple[Action, ...]]:
-    """Fold the observations in, judge, and say what to do."""
+    """Fold the observations in, judge, and say what to do. `decode_slots`: the pod is a P/D decode engine
+    with this `--max-num-seqs` (health/stall.py `_transfer_stuck`); None: any other engine."""
     actions: list[Action] = []
     if obs.sample is not None:
         state = fold_sample(state, obs.sample, cfg=cfg)
@@ -99,7 +100,7 @@ def step(
         state = replace(state, mismatches=obs.config)
         if obs.config:
             actions.append(Announce(type="Warning", reason=CONFIG_MISMATCH.reason, message="; ".join(obs.config)))
-    verdict = judge(state, now=now, cfg=cfg, group=obs.group)
+    verdict = judge(state, now=now, cfg=cfg, group=obs.group, decode_slots=decode_slots)
     if obs.draining:  # out of the Service until deleted; only a hung pod still asks for a roll (no drain wait)
         stalled = verdict.roll in HUNG_REASONS
         verdict = Verdict(

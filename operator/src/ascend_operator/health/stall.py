@@ -7,10 +7,20 @@ rolled). Progress is the one definition of `ascend_operator.health.progress`: a 
 gauge moving, because a 300K/512K chunked prefill moves only the KV gauge until it completes (the seed's
 512K run went 0.6% -> 83.7% -> 90.8% -> 97.5% KV). KV >= 97.5% is evidence in the message, not a trigger.
 A decode engine of a P/D pair is also judged on its KV transfers (`_transfer_stuck`): requests waiting for
-their KV (vLLM's `deferred` waiting) with no transfer completing for a window stall it, though requests
-that need no transfer still advance. Not a stall: an idle engine, a stale KV gauge with nothing asked after
-aborted requests (vllm issue 29928), a canary queued behind busy slots while the engine advances. Pure:
-samples and time in, a finding out.
+their KV with no transfer completing for a window stall it, though requests that need no transfer still
+advance. What the engine exports cannot name a request's state, so the rule reads it from the scheduler's
+rules: vLLM 0.25.1 exports its skipped_waiting queue as `deferred` (vllm/v1/metrics/loggers.py:1083-1085,
+SchedulerStats scheduler.py:2303), and a decode request stays there while its KV is on the wire and after it
+arrived, until the waiting loop promotes it (scheduler.py:2441-2453); that loop runs only while running is
+below max_num_seqs (scheduler.py:640-645), and then promotes an arrived request in the same step. So
+`deferred` on a full engine may be KV that arrived and waits for a slot (a busy engine, judged by its progress
+like any other), while `deferred` that stays through a whole window in which a running slot was free at every
+scrape, with no `external_kv_transfer` prompt tokens arriving (counted with a promoted request's first token,
+vllm/v1/metrics/stats.py:304-311, 365-367), is KV that is not arriving. Only decode-role engines are judged
+so (`decode_slots`): elsewhere `deferred` is grammar compiles, LoRA budget skips or paused streaming sessions
+(scheduler.py:1854-1858, 667-678), none a transfer. Not a stall: an idle engine, a stale KV gauge with nothing
+asked after aborted requests (vllm issue 29928), a canary queued behind busy slots while the engine advances.
+Pure: samples and time in, a finding out.
 
 Each DP rank is judged too, by the same chain over its own series (`samples.rank_view`): summed over
 ranks, one stalled rank among eight progressing ones looks healthy, yet the requests routed to it never
@@ -21,7 +31,9 @@ so canary failures count for the whole engine only). A stalled rank stalls the p
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.health import StallSpec
+from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.health.progress import restarted
 from ascend_operator.health.samples import EngineSample, advanced, rank_view
 
@@ -38,10 +50,14 @@ class StallFinding:
     """The DP ranks (`engine` label values) found stalled; empty when judged as one engine."""
 
 
-Policy = Callable[[Sequence[EngineSample], float, StallSpec, int], StallFinding | None]
+Policy = Callable[[Sequence[EngineSample], float, StallSpec, int, int | None], StallFinding | None]
+"""(samples, now, config, canary failures, decode slots) -> a finding, or None to ask the next policy. Decode
+slots: `--max-num-seqs` of a decode engine of a P/D pair (per DP rank, as vLLM applies it); None elsewhere."""
 
 
-def _no_data(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding | None:
+def _no_data(
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+) -> StallFinding | None:
     if len(samples) < 2:
         return StallFinding(stalled=False, reason="InsufficientData", message="fewer than two scrapes")
     return None
@@ -64,7 +80,9 @@ def stuck_since(samples: Sequence[EngineSample]) -> float:
     return frozen_span(samples)[0].t
 
 
-def _idle(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding | None:
+def _idle(
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+) -> StallFinding | None:
     # Asked now, not at some point of the span: requests that finished or were aborted (running back to 0
     # with a stale KV gauge) ask nothing more of the engine.
     last = samples[-1]
@@ -78,7 +96,7 @@ def _idle(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_fa
 
 
 def _progressing(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     frozen_for = now - stuck_since(samples)
     if frozen_for < cfg.window_seconds:
@@ -91,7 +109,9 @@ def _progressing(
     return None
 
 
-def _stalled(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding:
+def _stalled(
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+) -> StallFinding:
     last = samples[-1]
     frozen_for = now - stuck_since(samples)
     strong = last.kv_usage >= cfg.kv_evidence_threshold
@@ -115,11 +135,28 @@ def _stalled(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary
     )
 
 
-def transfer_span(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
+def slot_free(sample: EngineSample, slots: int) -> bool:
+    """A running slot was free at this scrape, on every DP rank (vLLM's max_num_seqs is each engine core's):
+    the waiting loop ran at that step (scheduler.py:640-645), so a request whose KV had arrived was promoted.
+    A full rank hides which of the deferred requests wait for a slot, so one full rank is enough to say so."""
+    if len(sample.ranks) >= 2:
+        return all(rank.running < slots for rank in sample.ranks.values())
+    return sample.running < slots
+
+
+def decode_slots(spec: AscendInferenceServiceSpec) -> int | None:
+    """`--max-num-seqs` of a P/D decode role's engines, whose transfers `_transfer_stuck` judges; None for
+    any other service (a prefill role, an aggregated service)."""
+    role = spec.pd_role
+    return spec.engine.max_num_seqs if role is not None and role.role is PdRole.DECODE else None
+
+
+def transfer_span(samples: Sequence[EngineSample], slots: int) -> Sequence[EngineSample]:
     """The trailing samples in which requests waited for KV from a prefill engine and none arrived: each has
-    deferred requests and the same external prompt tokens as the one before (empty: none waits now)."""
+    deferred requests and a free running slot, and the same external prompt tokens as the one before (empty:
+    none waits now, or the engine is full and its deferred requests may be waiting for a slot)."""
     start = len(samples)
-    while start > 0 and samples[start - 1].deferred > 0:
+    while start > 0 and samples[start - 1].deferred > 0 and slot_free(samples[start - 1], slots):
         if start < len(samples) and samples[start].external_prompt_tokens != samples[start - 1].external_prompt_tokens:
             break
         start -= 1
@@ -127,12 +164,15 @@ def transfer_span(samples: Sequence[EngineSample]) -> Sequence[EngineSample]:
 
 
 def _transfer_stuck(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     """A decode engine whose KV transfers stopped still advances on every request that needs none (the
     operator's canary among them), so it is judged on its transfers too: requests waiting for KV for a
-    window with no transfer completing is no forward progress for the requests the router sends it."""
-    span = transfer_span(samples)
+    window with a running slot free and no transfer completing is no forward progress for the requests the
+    router sends it. A full decode engine is left to `_progressing`: generating, it is healthy."""
+    if slots is None:
+        return None
+    span = transfer_span(samples, slots)
     if not span or now - span[0].t < cfg.window_seconds:
         return None
     last = samples[-1]
@@ -141,7 +181,8 @@ def _transfer_stuck(
         stalled=True,
         reason="Stalled",
         message=f"{last.deferred:.0f} request(s) waiting for their KV from a prefill engine and no transfer "
-        f"completed for {waited:.0f}s (requests that need no transfer still run)",
+        f"completed for {waited:.0f}s with a running slot free ({last.running:.0f} of {slots} running; requests "
+        "that need no transfer still run)",
         evidence={
             "frozenSeconds": round(waited, 1),
             "running": last.running,
@@ -155,12 +196,14 @@ def _transfer_stuck(
 POLICIES: tuple[Policy, ...] = (_no_data, _idle, _transfer_stuck, _progressing)
 
 
-def _chain(samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int) -> StallFinding:
+def _chain(
+    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+) -> StallFinding:
     for policy in POLICIES:
-        finding = policy(samples, now, cfg, canary_failures)
+        finding = policy(samples, now, cfg, canary_failures, slots)
         if finding is not None:
             return finding
-    return _stalled(samples, now, cfg, canary_failures)
+    return _stalled(samples, now, cfg, canary_failures, slots)
 
 
 def rank_series(samples: Sequence[EngineSample], engine: str) -> list[EngineSample]:
@@ -174,7 +217,8 @@ def stalled_ranks(samples: Sequence[EngineSample], *, now: float, cfg: StallSpec
     ranks = samples[-1].ranks if samples else {}
     if len(ranks) < 2:
         return {}
-    found = {engine: _chain(rank_series(samples, engine), now, cfg, 0) for engine in ranks}
+    # a rank's view carries no `deferred` (transfers are judged on the whole engine): no decode slots here
+    found = {engine: _chain(rank_series(samples, engine), now, cfg, 0, None) for engine in ranks}
     return {engine: finding for engine, finding in found.items() if finding.stalled}
 
 
@@ -204,12 +248,18 @@ def _ranks_finding(stalled: dict[str, StallFinding], total: int, cfg: StallSpec)
 
 
 def detect_stall(
-    samples: Sequence[EngineSample], *, now: float, cfg: StallSpec, canary_failures: int = 0
+    samples: Sequence[EngineSample],
+    *,
+    now: float,
+    cfg: StallSpec,
+    canary_failures: int = 0,
+    decode_slots: int | None = None,
 ) -> StallFinding:
     """Run the chain over the engine and over each DP rank; a stall is what remains when no policy
-    explains the state, and a stalled rank is named."""
+    explains the state, and a stalled rank is named. `decode_slots`: the engine is a P/D decode engine with
+    this `--max-num-seqs` (its KV transfers are judged too); None: any other engine."""
     ordered = sorted(samples, key=lambda s: s.t)
-    whole = _chain(ordered, now, cfg, canary_failures)
+    whole = _chain(ordered, now, cfg, canary_failures, decode_slots)
     if whole.reason == "InsufficientData":
         return whole
     ranks = stalled_ranks(ordered, now=now, cfg=cfg)

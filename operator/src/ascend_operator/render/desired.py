@@ -63,6 +63,7 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
             data_parallel=decode.parallelism.data,
             api_key=spec.auth.api_key_secret_ref,
             disaggregated=(role_selector(owner.name, PdRole.PREFILL), role_selector(owner.name, PdRole.DECODE)),
+            pool_policies=(spec.disaggregation.prefill.router_policy, spec.disaggregation.decode.router_policy),
         )
     return RouterTarget(
         owner=owner,

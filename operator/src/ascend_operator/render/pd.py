@@ -81,6 +81,7 @@ def role_spec(spec: AscendInferenceServiceSpec, role: PdRole, *, group: str) -> 
         kv_connector_extra_config=ConnectorExtra(
             prefill=_side(pool_parallelism(spec, PdRole.PREFILL)), decode=_side(pool_parallelism(spec, PdRole.DECODE))
         ),
+        kv_load_failure_policy=pd.kv_load_failure_policy,
     )
     health = spec.health
     if role is PdRole.PREFILL:  # a prefill engine's requests are one token long: so is its canary

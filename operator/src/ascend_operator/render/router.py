@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ascend_operator.api.constants import LABEL_ROUTER, LABEL_SERVICE, MANAGED_BY, ROUTER_CONTAINER
-from ascend_operator.api.router import RouterSpec
+from ascend_operator.api.router import RouterPolicy, RouterSpec
 from ascend_operator.api.security import SecretKeyRef
 from ascend_operator.render.pod import Owner, owner_metadata
 
@@ -72,6 +72,8 @@ class RouterTarget:
     disaggregated: tuple[Mapping[str, str], Mapping[str, str]] | None = None
     """The prefill and decode pods' selectors of a disaggregated service: the router then runs vLLM's P/D
     path (`--vllm-pd-disaggregation`), the slots above being the decode engines'."""
+    pool_policies: tuple[RouterPolicy | None, RouterPolicy | None] = (None, None)
+    """The prefill and decode pools' own policies (`--prefill-policy`, `--decode-policy`); None: `--policy`."""
 
 
 def router_name(owner: Owner) -> str:
@@ -121,12 +123,17 @@ def _discovery_args(target: RouterTarget) -> list[str]:
     if target.disaggregated is None:
         return ["--selector", *_selector_args(target.engine_selector)]
     prefill, decode = target.disaggregated
-    return [
+    args = [
         "--vllm-pd-disaggregation",
         "--prefill-selector", *_selector_args(prefill),
         "--decode-selector", *_selector_args(decode),
         "--kv-connector", PD_KV_CONNECTOR,
     ]  # fmt: skip
+    # vllm-router 0.1.17 router_args.py:176-204: each pool's own policy, else --policy (router.py:142-143)
+    for flag, policy in zip(("--prefill-policy", "--decode-policy"), target.pool_policies, strict=True):
+        if policy is not None:
+            args += [flag, policy.value]
+    return args
 
 
 def build_router_args(spec: RouterSpec, target: RouterTarget) -> list[str]:

@@ -2,7 +2,13 @@
 twins, so `kubectl apply` refuses a P/D spec vllm-ascend or vllm-router would refuse minutes later.
 
 Sources (docs/router.md "P/D contract" and docs/disaggregation.md): prefill TP must be at least decode TP
-(vllm-ascend v0.25.1rc1 kv_p2p/mooncake_connector.py:1926-1930, a ValueError at engine start); the router's
+(vllm-ascend v0.25.1rc1 kv_p2p/mooncake_connector.py:1926-1930, a ValueError at engine start) and a multiple
+of it (ascend_config.py:187-194, an assert for non-MLA models; the operator reads no config.json, so it asks
+it of every model: an MLA model's TPs divide its attention heads, vllm/config/model.py:1212, and on the
+power-of-two head counts of DeepSeek V2/V3 and Kimi K2 "at least" already means "a multiple"); the kv_port
+above AscendDirectTransport's random ports, [20000, 20000 + NPUs per node x 1000) (tutorial
+pd_disaggregation_mooncake_multi_node.md:219-230); no `recompute_scheduler_enable` on decode engines, whose
+`stop_reason: "recomputed"` vllm-router does not retry (DeepSeek-V4-Flash.md:831 wants a proxy that does); the router's
 P/D path needs the router (`--vllm-pd-disaggregation`), discovers both roles on one
 `--service-discovery-port`, and reads only the prefill and decode selectors; a pool is one node (the roles'
 pods are selected by their service label alone, and the connector's multi-node metadata is not rendered).
@@ -10,7 +16,16 @@ A pool's own engine rules (batched tokens, block size, the HBM budget) are check
 validate.py, which names the pool's field.
 """
 
-from ascend_operator.api.disaggregation import DisaggregationSpec, PdRole
+from typing import Any
+
+from ascend_operator.api.disaggregation import (
+    DEFAULT_KV_PORT,
+    TRANSPORT_PORT_BASE,
+    TRANSPORT_PORTS_PER_NPU,
+    DisaggregationSpec,
+    PdRole,
+)
+from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.layout import Parallelism
 from ascend_operator.validation.rule import Rule, Spec
 
@@ -45,6 +60,54 @@ def _cel_pool_port(role: str) -> str:
 
 def _tensor_ok(spec: Spec) -> bool:
     return spec.disaggregation is None or (_layout(spec, PdRole.PREFILL).tensor >= _layout(spec, PdRole.DECODE).tensor)
+
+
+def _tensor_multiple(spec: Spec) -> bool:
+    if spec.disaggregation is None:
+        return True
+    prefill, decode = _layout(spec, PdRole.PREFILL).tensor, _layout(spec, PdRole.DECODE).tensor
+    return prefill < decode or prefill % decode == 0  # below: PrefillTensorCoversDecode says so
+
+
+def _kv_port_floor(spec: Spec) -> int:
+    return TRANSPORT_PORT_BASE + TRANSPORT_PORTS_PER_NPU * spec.npus
+
+
+def _kv_port_ok(spec: Spec) -> bool:
+    return spec.disaggregation is None or spec.disaggregation.kv_port >= _kv_port_floor(spec)
+
+
+RECOMPUTE_KEY = "recompute_scheduler_enable"
+
+
+def recompute_scheduler(engine: EngineSpec) -> bool:
+    """vllm-ascend's effective `recompute_scheduler_enable` from `--additional-config` (ascend_config.py:875-879,
+    892-915): `scheduler_config.recompute_scheduler_enable` when present, else the deprecated top-level key;
+    truthy as Python reads it."""
+    extra = engine.additional_config.extra
+    nested: Any = extra.get("scheduler_config")
+    if isinstance(nested, dict) and RECOMPUTE_KEY in nested:
+        return bool(nested[RECOMPUTE_KEY])
+    return bool(extra.get(RECOMPUTE_KEY))
+
+
+def _decode_engine(spec: Spec) -> EngineSpec:
+    assert spec.disaggregation is not None
+    return spec.disaggregation.decode.engine or spec.engine
+
+
+def _no_recompute_on_decode_pool(spec: Spec) -> bool:
+    return spec.disaggregation is None or not recompute_scheduler(_decode_engine(spec))
+
+
+def _no_recompute_on_decode_role(spec: Spec) -> bool:
+    return spec.pd_role is None or spec.pd_role.role is not PdRole.DECODE or not recompute_scheduler(spec.engine)
+
+
+def _recompute_at(spec: Spec) -> str:
+    assert spec.disaggregation is not None
+    where = "spec.disaggregation.decode.engine" if spec.disaggregation.decode.engine else "spec.engine"
+    return f"set at {where}.additionalConfig.extra"
 
 
 def _single_node(spec: Spec) -> bool:
@@ -91,6 +154,49 @@ PD_RULES: tuple[Rule, ...] = (
         check=_tensor_ok,
         cel=f"!has(self.disaggregation) || {_cel_pool_tensor('prefill')} >= {_cel_pool_tensor('decode')}",
         cel_field_path=".disaggregation",
+    ),
+    Rule(
+        name="PrefillTensorMultipleOfDecode",
+        field="spec.disaggregation.prefill.parallelism.tensor",
+        message="the prefill pool's tensor parallelism must be a multiple of the decode pool's: vllm-ascend "
+        "splits each prefill rank's KV heads over prefill TP / decode TP decode ranks and asserts it divides "
+        "(ascend_config.py:192-194); unset pools take spec.parallelism",
+        check=_tensor_multiple,
+        cel=f"!has(self.disaggregation) || {_cel_pool_tensor('prefill')} < {_cel_pool_tensor('decode')} || "
+        f"{_cel_pool_tensor('prefill')} % {_cel_pool_tensor('decode')} == 0",
+        cel_field_path=".disaggregation",
+    ),
+    Rule(
+        name="KvPortAboveTransferPorts",
+        field="spec.disaggregation.kvPort",
+        message="spec.disaggregation.kvPort must be at least 20000 + 1000 x spec.npus: Mooncake's "
+        "AscendDirectTransport takes random ports in [20000, 20000 + NPUs per node x 1000), and a kv_port in "
+        "that range fails intermittently with 'Address already in use' (tutorial :219-230: 36000 on 16 NPUs)",
+        check=_kv_port_ok,
+        cel="!has(self.disaggregation) || (has(self.disaggregation.kvPort) ? self.disaggregation.kvPort : "
+        f"{DEFAULT_KV_PORT}) >= {TRANSPORT_PORT_BASE} + {TRANSPORT_PORTS_PER_NPU} * "
+        "(has(self.npus) ? self.npus : 8)",
+        cel_field_path=".disaggregation.kvPort",
+        detail=lambda s: f"at least {_kv_port_floor(s)} for spec.npus {s.npus}",
+    ),
+    Rule(
+        name="NoRecomputeSchedulerOnDecodePool",
+        field="spec.disaggregation.decode.engine.additionalConfig.extra",
+        message="the decode engines may not turn on vllm-ascend's recompute_scheduler_enable (additionalConfig."
+        "extra, top level or under scheduler_config): a decode engine short of KV then ends requests with "
+        "stop_reason 'recomputed' for a proxy to send back to prefill, and vllm-router 0.1.17 returns them to "
+        "the client as they are (the decode pool takes spec.engine when it sets no engine)",
+        check=_no_recompute_on_decode_pool,
+        # no CEL twin: the API server types no field of the free-form additionalConfig.extra map (compiling one
+        # fails with "undefined field 'extra'", seen on kube-apiserver v1.37.2), so only the operator refuses it
+        detail=_recompute_at,
+    ),
+    Rule(
+        name="NoRecomputeSchedulerOnDecodeRole",
+        field="spec.engine.additionalConfig.extra",
+        message="a decode role's engine may not turn on vllm-ascend's recompute_scheduler_enable: vllm-router "
+        "0.1.17 does not send its 'recomputed' requests back to prefill",
+        check=_no_recompute_on_decode_role,  # no CEL twin either (see above)
     ),
     Rule(
         name="DisaggregatedPoolsSingleNode",

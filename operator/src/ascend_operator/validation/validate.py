@@ -87,7 +87,10 @@ def validate_spec(spec: AscendInferenceServiceSpec) -> list[Finding]:
 
 
 #: A role's rule whose failure a rule of the parent (validation/pd_rules.py) already reports, at the pool.
-_COVERED = {"ParallelismMatchesNPUs": "PoolParallelismMatchesNPUs"}
+_COVERED = {
+    "ParallelismMatchesNPUs": "PoolParallelismMatchesNPUs",
+    "NoRecomputeSchedulerOnDecodeRole": "NoRecomputeSchedulerOnDecodePool",
+}
 
 
 def _in_pool(field: str, role: PdRole, spec: AscendInferenceServiceSpec) -> str:
