@@ -7,6 +7,7 @@ lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready`
 
 from pydantic import Field, field_validator
 
+from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.reasons import DrainResult, RollReason
 
@@ -152,4 +153,7 @@ class AscendInferenceServiceStatus(ApiModel):
         default=None,
         description="Disaggregated services: the prefill and the decode role. replicas and readyReplicas then "
         "count engine pods and whole units (both roles' per-unit replicas Ready).",
+    )
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="spec.autoscaling's last decision: desired, current, the signals, why."
     )
