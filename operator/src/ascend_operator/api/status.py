@@ -22,7 +22,10 @@ INFERENCE_POOL_READY = "InferencePoolReady"
 class Condition(ApiModel):
     """One status condition."""
 
-    type: str = Field(description="Ready, Available, Progressing, Degraded, or InferencePoolReady when routing is on.")
+    type: str = Field(
+        description="Ready, Available, Progressing, Degraded, InferencePoolReady when routing is on, Autoscaling "
+        "with spec.autoscaling (False while it holds: another autoscaler, no NPUs, no signal)."
+    )
     status: str = Field(pattern=r"^(True|False|Unknown)$", description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
