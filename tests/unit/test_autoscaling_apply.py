@@ -121,3 +121,18 @@ async def test_without_autoscaling_nothing_remains() -> None:
     assert "autoscaling" not in memory.extra_status
     assert memory.autoscale is None
     assert memory.autoscale_condition is None
+
+
+async def test_a_spec_written_back_by_someone_is_written_again_once_the_body_had_time() -> None:
+    kube, site, events = _setup()
+    memory, spec = ServiceMemory(), _spec()
+    for t in (0.0, 5.0, 10.0):
+        await autoscale(site, memory, spec, _queue(1, 6), now=t)
+    kube.add({"apiVersion": "inference.ascend.dev/v1alpha1", "kind": SERVICE_CR.kind, "metadata": {"name": "llm"},
+              "spec": {"replicas": 1}})  # fmt: skip
+    await autoscale(site, memory, spec, _queue(1, 6), now=20.0)  # 10 s after the write: the body may lag
+    assert len(kube.requests("patch", kind=SERVICE_CR.kind)) == 1
+    await autoscale(site, memory, spec, _queue(1, 6), now=30.0)  # 20 s: it was written back, write it again
+    assert len(kube.requests("patch", kind=SERVICE_CR.kind)) == 2
+    assert kube.obj(SERVICE_CR.kind, "llm")["spec"]["replicas"] == 2  # type: ignore[index]
+    assert [e[1] for e in events] == ["ScaleUp", "ScaleUp"]

@@ -31,6 +31,8 @@ from ascend_operator.health.samples import EngineSample
 #: The status condition the autoscaler sets: True while it decides spec.replicas, False while it holds
 #: for a reason the user should act on (another autoscaler, no NPUs for another replica, no signal).
 CONDITION = "Autoscaling"
+#: Seconds the service's body may take to show the spec.replicas the autoscaler wrote (a watch event).
+SPEC_CATCH_UP_SECONDS = 15.0
 #: Reasons to hold that the condition says (False), each with a message that does not move with the load:
 #: the condition is written as soon as it changes, the figures only every status interval.
 _HOLDS = {
@@ -120,9 +122,11 @@ async def autoscale(
     state = memory.autoscale or Window()
     state = observe(state, s, auto, now=now)
     d = decide(s, state, auto, now)
-    asked = memory.autoscale_asked
-    caught_up = asked is None or s.replicas == asked
-    if d.desired != s.replicas and (caught_up or d.desired != asked):
+    # the service's body reaches this loop a moment after the patch: the same answer is not written (nor
+    # announced) again meanwhile, but it is once that moment is long past (someone wrote spec.replicas back)
+    asked, last = memory.autoscale_asked, state.last_scale
+    in_flight = asked is not None and s.replicas != asked and last is not None and now - last < SPEC_CATCH_UP_SECONDS
+    if d.desired != s.replicas and not (in_flight and d.desired == asked):
         written = await site.kube.patch(SERVICE_CR, site.namespace, site.service, {"spec": {"replicas": d.desired}})
         if written is not None:
             state = Window(state.wants, last_scale=now)
