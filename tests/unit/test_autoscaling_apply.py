@@ -3,6 +3,7 @@ lasted writes spec.replicas (the field the scale subresource writes) with an eve
 why; an HPA on the same service is named and nothing is written; a Pending-for-NPUs replica is said in
 the condition instead of another Pending pod; without spec.autoscaling nothing of it remains."""
 
+from dataclasses import replace
 from typing import Any
 
 from ascend_operator.api.autoscaling import AutoscalingStatus
@@ -102,8 +103,8 @@ async def test_no_npus_for_another_replica_is_said_not_piled() -> None:
     views = [_pod("llm-0"), _pod("llm-1", pending_npus=True)]
     sample = EngineSample(t=0.0, running=8, waiting=30)
     for t in (0.0, 5.0, 10.0, 15.0):
-        found = signals(spec, views=views, ready={"uid-llm-0"}, samples={"uid-llm-0": sample}, histories=[], now=t,
-                        hpa=None)  # fmt: skip
+        found = signals(spec, views=views, ready={"uid-llm-0"}, samples={"uid-llm-0": sample}, histories=[],
+                        served={"uid-llm-0"}, now=t, wall=1.7e9, hpa=None)  # fmt: skip
         await autoscale(site, memory, spec, found, now=t)
     assert (found.ready, found.unplaceable, found.loading) == (1, 1, 0)
     assert not kube.requests("patch", kind=SERVICE_CR.kind)
@@ -136,3 +137,13 @@ async def test_a_spec_written_back_by_someone_is_written_again_once_the_body_had
     assert len(kube.requests("patch", kind=SERVICE_CR.kind)) == 2
     assert kube.obj(SERVICE_CR.kind, "llm")["spec"]["replicas"] == 2  # type: ignore[index]
     assert [e[1] for e in events] == ["ScaleUp", "ScaleUp"]
+
+
+def test_loading_is_the_startup_grace_and_a_broken_replica_is_not_coming_capacity() -> None:
+    spec = _spec(3)
+    started = "2023-11-14T22:10:00Z"  # 200 s before wall = 1.7e9
+    views = [_pod("llm-0"), replace(_pod("llm-1"), started_at=started), replace(_pod("llm-2"), started_at=started)]
+    found = signals(spec, views=views, ready={"uid-llm-0"}, samples={}, histories=[], served={"uid-llm-2"}, now=0.0,
+                    wall=1.7e9, hpa=None)  # fmt: skip
+    # llm-1 loads (never Ready, inside the default grace); llm-2 served once and is not Ready now: broken
+    assert (found.ready, found.loading) == (1, 1)

@@ -24,7 +24,7 @@ from ascend_operator.controller.deletions import Site
 from ascend_operator.controller.metrics import publish_autoscaling, record_scale
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import ConditionRecord
-from ascend_operator.controller.timestamps import iso
+from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.samples import EngineSample
 
@@ -59,18 +59,27 @@ def signals(
     ready: set[str],
     samples: Mapping[str, EngineSample | None],
     histories: Sequence[Sequence[EngineSample]],
+    served: set[str],
     now: float,
+    wall: float,
     hpa: str | None,
 ) -> Signals:
     """One pass's signals: `views` are the service's serving pods (leaders), `ready` the uids judged Ready,
-    `samples` this pass's scrapes by uid, `histories` every live pod's recent scrapes (for TTFT p90)."""
+    `samples` this pass's scrapes by uid, `histories` every live pod's recent scrapes (for TTFT p90),
+    `served` the uids that were ever Ready; `now` monotonic, `wall` epoch seconds. Loading is the one
+    startup-grace rule (api/health.py): never Ready and started less than startupGraceSeconds ago."""
     current = [p for p in views if not p.terminating]
     answered = [s for s in samples.values() if s is not None]
     ready_samples = [s for uid, s in samples.items() if s is not None and uid in ready]
     return Signals(
         replicas=spec.replicas,
         ready=sum(p.uid in ready for p in current),
-        loading=sum(p.uid not in ready and not p.lacks_npus for p in current),
+        loading=sum(
+            p.uid not in ready
+            and not p.lacks_npus
+            and spec.health.in_startup_grace(epoch(p.started_at), served=p.uid in served, now=wall)
+            for p in current
+        ),
         unplaceable=sum(p.lacks_npus for p in current),
         answering=len(answered),
         running=sum(s.running for s in answered),

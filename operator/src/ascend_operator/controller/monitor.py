@@ -264,7 +264,9 @@ async def health_pass(
         ready={uid for uid, v in verdicts.items() if v.ready},
         samples=samples,
         histories=[state.pods[p.uid].samples for p in live],
+        served=memory.served,
         now=now,
+        wall=mon.wall(),
         hpa=await other_autoscaler(site),
     )
     await autoscale(site, memory, spec, found, now=now)
