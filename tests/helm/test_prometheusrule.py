@@ -33,6 +33,7 @@ ALERTS = [
     "AscendDevicePluginReportStale",
     "AscendPodOnFaultyChip",
     "AscendKVCacheNearlyFull",
+    "AscendAutoscalingAtMax",
 ]
 ON = ["prometheusRule.enabled=true"]
 
@@ -424,6 +425,51 @@ SCENARIOS += [
         ],
     },
 ]
+
+
+def _scaled(service: str, kind: str) -> str:
+    return f'ascend_operator_autoscaling_replicas{{namespace="llm",service="{service}",kind="{kind}"}}'
+
+
+def _waiting(service: str) -> str:
+    return f'ascend_operator_autoscaling_signal{{namespace="llm",service="{service}",signal="waiting_requests"}}'
+
+
+SCENARIOS.append(
+    {
+        "name": "At maxReplicas with a queue for 10 minutes fires; at max without a queue, or below max, does not",
+        "series": [
+            # a: 2 replicas, then 3 = max from minute 3 with 12 waiting throughout
+            (_scaled("a", "current"), "2x2 3x20"),
+            (_scaled("a", "max"), "3x22"),
+            (_waiting("a"), "12x22"),
+            # b: at max, idle engines; c: a queue, but room to grow
+            (_scaled("b", "current"), "3x22"),
+            (_scaled("b", "max"), "3x22"),
+            (_waiting("b"), "0x22"),
+            (_scaled("c", "current"), "2x22"),
+            (_scaled("c", "max"), "3x22"),
+            (_waiting("c"), "40x22"),
+        ],
+        "alerts": [
+            ("AscendAutoscalingAtMax", "12m", []),
+            (
+                "AscendAutoscalingAtMax",
+                "14m",
+                [
+                    (
+                        {"namespace": "llm", "service": "a", "severity": "warning"},
+                        {
+                            "summary": "llm/a is at spec.autoscaling.maxReplicas with requests waiting",
+                            "description": "The autoscaler of llm/a wants more replicas than maxReplicas allows and "
+                            "requests wait in its engines; raise maxReplicas if the cluster has the NPUs.",
+                        },
+                    )
+                ],
+            ),
+        ],
+    }
+)
 
 
 def _test_file(rules: Path) -> dict[str, Any]:

@@ -37,6 +37,8 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
+    #: controller/autoscaling.py: an HPA that scales a service with spec.autoscaling too is named, not fought.
+    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
 ]
 CRD_RULE = {
     "apiGroups": ["apiextensions.k8s.io"],

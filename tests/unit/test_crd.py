@@ -57,7 +57,7 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     expected.append((NAME_VALIDATION["rule"], NAME_VALIDATION["message"]))
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
     # metadata.name, and every rule but the four over the free-form additionalConfig.extra map and env
-    assert len(expected) == 29  # 19, and 10 of spec.disaggregation (validation/pd_rules.py)
+    assert len(expected) == 31  # 21 (2 of spec.autoscaling), and 10 of spec.disaggregation (validation/pd_rules.py)
 
 
 @pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])

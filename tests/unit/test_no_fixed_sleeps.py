@@ -17,6 +17,9 @@ SUBJECT = {
     ("tests/e2e/test_drills.py", "test_the_control_plane_killed_and_restarted_keeps_the_pods_and_the_roll_history"): (
         "the outage itself: several operator resyncs against a missing API server"
     ),
+    ("tests/e2e/test_autoscaling.py", "test_a_lasting_queue_gets_a_second_replica_and_idle_returns_to_one"): (
+        "the period both replicas serve the load, so the scale-down is judged after real traffic on both"
+    ),
     ("tests/fidelity/scenario.py", "idle"): "the scenario's idle step between scrapes, on both engines alike",
     ("tests/fidelity/scenario.py", "_idle"): "the scenario's idle period, on both engines alike",
     ("tests/fidelity/scenario.py", "_chunked_prefill"): "the gap the scenario leaves before its prefill",

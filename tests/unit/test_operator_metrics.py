@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.api.autoscaling import AutoscalingStatus, ScaleReason
 from ascend_operator.api.status import RouterStatus
 from ascend_operator.controller import metrics
 from ascend_operator.disruption import ROLL_RULES, RollReason
@@ -102,9 +103,32 @@ def test_exported_names_are_the_registered_series() -> None:
     metrics.publish_figures("ns-d", "svc", {"svc-0": {**every, "ttftP50Seconds": 0.4, "tpotP50Seconds": 0.05}})
     router = RouterStatus(service="svc-router", replicas=1, ready_replicas=1, max_concurrent_requests=32)
     metrics.publish_router("ns-d", "svc", router)
+    decision = AutoscalingStatus(
+        desired_replicas=2, current_replicas=1, waiting_requests=6, reason=ScaleReason.SCALE_UP
+    )
+    metrics.publish_autoscaling("ns-d", "svc", decision, bounds=(1, 3))
     names = {name for name, _ in _series("ns-d", "svc")}
     assert names == metrics.SERVICE_EXPORTED
     metrics.forget_service("ns-d", "svc")
+
+
+def test_autoscaling_series_say_the_decision_and_leave_with_spec_autoscaling() -> None:
+    decision = AutoscalingStatus(
+        desired_replicas=3, current_replicas=3, waiting_requests=40, running_requests=24, reason=ScaleReason.STEADY
+    )
+    metrics.publish_autoscaling("ns-a", "svc", decision, bounds=(1, 3))
+    metrics.record_scale("ns-a", "svc", up=True)
+    series = _series("ns-a", "svc")
+    # what the "at maxReplicas with a queue" alert reads
+    assert series[("ascend_operator_autoscaling_replicas", (("kind", "current"),))] == 3
+    assert series[("ascend_operator_autoscaling_replicas", (("kind", "max"),))] == 3
+    assert series[("ascend_operator_autoscaling_signal", (("signal", "waiting_requests"),))] == 40
+    assert series[("ascend_operator_autoscaling_decision", (("reason", "Steady"),))] == 1
+    assert series[("ascend_operator_autoscaling_scales_total", (("direction", "up"),))] == 1
+    assert series[("ascend_operator_autoscaling_scales_total", (("direction", "down"),))] == 0
+    assert ("ascend_operator_autoscaling_signal", (("signal", "kv_cache_usage"),)) not in series  # not seen
+    metrics.publish_autoscaling("ns-a", "svc", None)
+    assert not [k for k in _series("ns-a", "svc") if k[0].startswith("ascend_operator_autoscaling")]
 
 
 def test_engine_figures_follow_each_scrape_and_leave_with_their_pod_or_their_data() -> None:

@@ -250,3 +250,32 @@ def test_vllm_router_s_own_parser_reads_the_rendered_arguments_back(router_bin: 
     assert parsed["vllm_pd_disaggregation"] is False
     assert parsed["retry_backoff_multiplier"] == 1.5
     assert parsed["prometheus_host"] == "0.0.0.0"
+
+
+def _router_deployment_digest(replicas: int, autoscaling: dict[str, Any] | None) -> str:
+    """The digest of the router Deployment's spec the operator applies for this spec.replicas."""
+    import hashlib
+
+    from ascend_operator.api.parse import parse_spec
+    from ascend_operator.render.desired import Desired
+
+    body: dict[str, Any] = {
+        "image": "img",
+        "replicas": replicas,
+        "model": {"path": "/models/m", "servedName": "m", "source": {"hostPath": {"path": "/models/m"}}},
+        "router": {"image": IMAGE},
+    }
+    if autoscaling is not None:
+        body["autoscaling"] = autoscaling
+    objects = Desired(spec=parse_spec(body), owner=OWNER).router
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    return hashlib.sha256(json.dumps(deployment["spec"], sort_keys=True).encode()).hexdigest()
+
+
+def test_an_autoscaled_scale_step_leaves_the_router_deployment_as_it_is() -> None:
+    # without autoscaling the budget follows spec.replicas: each scale step is a new pod template, so
+    # Kubernetes replaces every router pod (the measurement that made the autoscaled budget use maxReplicas)
+    assert _router_deployment_digest(1, None) != _router_deployment_digest(2, None)
+    # with spec.autoscaling the budget is maxReplicas' slots: no step between min and max changes the template
+    auto = {"minReplicas": 1, "maxReplicas": 3}
+    assert len({_router_deployment_digest(n, auto) for n in (1, 2, 3)}) == 1

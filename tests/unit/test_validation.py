@@ -369,3 +369,21 @@ def test_unknown_model_is_skipped_with_a_note_never_guessed() -> None:
     findings = [f for f in validate_spec(parse_spec(body)) if f.rule == "HBMBudget"]
     assert [f.severity for f in findings] == [Severity.NOTE]
     assert "unknown model profile 'qwen3-235b'" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("autoscaling", "refused"),
+    [
+        ({"minReplicas": 1, "maxReplicas": 3}, []),
+        ({"minReplicas": 2, "maxReplicas": 2}, []),
+        ({"minReplicas": 3, "maxReplicas": 2}, ["AutoscalingBounds"]),
+    ],
+)
+def test_autoscaling_bounds(autoscaling: dict[str, Any], refused: list[str]) -> None:
+    found = [r for r in _rules({**_body(), "autoscaling": autoscaling}) if r.startswith("Autoscaling")]
+    assert found == refused
+
+
+def test_autoscaling_min_replicas_is_at_least_one() -> None:
+    with pytest.raises(SpecError, match="minReplicas"):
+        parse_spec({**_body(), "autoscaling": {"minReplicas": 0, "maxReplicas": 2}})

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ascend_operator.api.autoscaling import AutoscalingSpec
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.disaggregation import DisaggregationSpec, PdRoleSpec
 from ascend_operator.api.engine import EngineSpec
@@ -234,6 +235,11 @@ class AscendInferenceServiceSpec(ApiModel):
 
     replicas: int = Field(
         default=1, ge=0, le=128, description="Engine replicas; each takes `parallelism.nodes` pods of `npus` NPUs."
+    )
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None,
+        description="Let the operator set spec.replicas from the engines' queue, KV usage and TTFT "
+        "(docs/autoscaling.md). Unset: spec.replicas is the user's, or an HPA's through the scale subresource.",
     )
     image: ImageReference = Field(description="Engine image (vllm-ascend with the model's custom ops).")
     image_pull_policy: str = Field(

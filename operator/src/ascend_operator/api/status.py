@@ -7,6 +7,7 @@ lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready`
 
 from pydantic import Field, field_validator
 
+from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.reasons import DrainResult, RollReason
 
@@ -21,7 +22,10 @@ INFERENCE_POOL_READY = "InferencePoolReady"
 class Condition(ApiModel):
     """One status condition."""
 
-    type: str = Field(description="Ready, Available, Progressing, Degraded, or InferencePoolReady when routing is on.")
+    type: str = Field(
+        description="Ready, Available, Progressing, Degraded, InferencePoolReady when routing is on, Autoscaling "
+        "with spec.autoscaling (False while it holds: another autoscaler, no NPUs, no signal)."
+    )
     status: str = Field(pattern=r"^(True|False|Unknown)$", description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="CamelCase reason.")
     message: str = Field(default="", description="Human-readable detail.")
@@ -152,4 +156,7 @@ class AscendInferenceServiceStatus(ApiModel):
         default=None,
         description="Disaggregated services: the prefill and the decode role. replicas and readyReplicas then "
         "count engine pods and whole units (both roles' per-unit replicas Ready).",
+    )
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="spec.autoscaling's last decision: desired, current, the signals, why."
     )

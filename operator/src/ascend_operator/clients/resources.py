@@ -50,7 +50,7 @@ class Resource:
     @property
     def builtin(self) -> bool:
         """Served by Kubernetes itself (strategic merge patches apply); else a custom resource (JSON merge)."""
-        return self.group in ("", "apps", "policy", "networking.k8s.io", "rbac.authorization.k8s.io")
+        return self.group in ("", "apps", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io")
 
     def path(self, namespace: str, name: str | None = None, *, status: bool = False) -> str:
         """The REST path of the collection in `namespace`, of one object, or of its status subresource."""
@@ -95,9 +95,12 @@ ROLE_BINDING = Resource(
     "RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings", frozenset({"get", "create", "patch", "delete"})
 )
 
+#: An HPA that scales a service with spec.autoscaling too (controller/autoscaling.py names it, never fights it).
+HPA = Resource("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", frozenset({"list"}))
+
 RESOURCES: tuple[Resource, ...] = (
     POD, SERVICE, EVENT, SECRET, PDB, NETWORK_POLICY, SERVICE_CR, LWS, POOL,
-    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING,
+    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, HPA,
 )  # fmt: skip
 BY_KIND: Mapping[str, Resource] = {r.kind: r for r in RESOURCES}
 

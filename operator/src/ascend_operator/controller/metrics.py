@@ -25,6 +25,12 @@ Series of a pod or service that is gone are removed, so a deleted service leaves
   `ascend_operator_router_ready_replicas{namespace,service}`: what a service's router admits (summed over its
   replicas) and how many router pods are Ready. Its queue's depth is not among them: vllm-router 0.1.17
   exports a queue gauge for embeddings only (src/metrics.rs:268, middleware.rs:546-549).
+- `ascend_operator_autoscaling_replicas{namespace,service,kind}` (`desired`, `current`, `min`, `max`, `ready`,
+  `loading`), `ascend_operator_autoscaling_signal{namespace,service,signal}` (`waiting_requests`,
+  `running_requests`, `kv_cache_usage`, `ttft_p90_seconds`, `wanted_replicas`), `ascend_operator_autoscaling_
+  decision{namespace,service,reason}` (1 for the last decision's reason) and `ascend_operator_autoscaling_
+  scales_total{namespace,service,direction}` (`up`, `down`, created at 0): spec.autoscaling's decisions and
+  what they were made on; a service without spec.autoscaling has none of them.
 - `ascend_operator_pass_duration_seconds{loop}` (histogram, fleet-wide, `loop` = reconcile or health): how
   long one pass of a service's loop takes. A health pass that takes longer than the scrape interval delays
   every verdict (a stall is rolled one window after the last progress seen, at the next pass), so this is
@@ -36,6 +42,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.status import RouterStatus
 from ascend_operator.disruption.model import ROLL_RULES, RollReason
 from ascend_operator.health.chips import NodeReport, node_unhealthy
@@ -89,6 +96,27 @@ ROUTER_READY = Gauge(
     "ascend_operator_router_ready_replicas", "Router pods Ready, of spec.router.replicas", ["namespace", "service"]
 )
 
+AUTOSCALING_REPLICAS = Gauge(
+    "ascend_operator_autoscaling_replicas",
+    "spec.autoscaling's replicas: desired (its last decision), current (spec.replicas), min, max, ready, loading",
+    ["namespace", "service", "kind"],
+)
+AUTOSCALING_SIGNAL = Gauge(
+    "ascend_operator_autoscaling_signal",
+    "What spec.autoscaling's last decision saw: waiting/running requests, KV usage, TTFT p90, wanted replicas",
+    ["namespace", "service", "signal"],
+)
+AUTOSCALING_DECISION = Gauge(
+    "ascend_operator_autoscaling_decision",
+    "1 for the reason of spec.autoscaling's last decision (ScaledUp, Steady, NoCapacity, OtherAutoscaler, ...)",
+    ["namespace", "service", "reason"],
+)
+AUTOSCALING_SCALES = Counter(
+    "ascend_operator_autoscaling_scales",
+    "Times spec.autoscaling changed spec.replicas, by direction (up, down)",
+    ["namespace", "service", "direction"],
+)
+
 #: Per-pod engine figures: status.metrics key -> gauge (health/aggregate.py service_metrics, per pod).
 FIGURE_SERIES = {
     key: (f"ascend_operator_engine_{name}", help_text)
@@ -130,6 +158,10 @@ SERVICE_EXPORTED = frozenset(
         "ascend_operator_canary_failures_total",
         "ascend_operator_router_admission_limit",
         "ascend_operator_router_ready_replicas",
+        "ascend_operator_autoscaling_replicas",
+        "ascend_operator_autoscaling_signal",
+        "ascend_operator_autoscaling_decision",
+        "ascend_operator_autoscaling_scales_total",
         *(name for name, _ in FIGURE_SERIES.values()),
     }
 )
@@ -149,6 +181,10 @@ _METRICS: dict[str, Any] = {
     "canary": CANARY_FAILURES,
     "admission": ROUTER_ADMISSION,
     "router": ROUTER_READY,
+    "as_replicas": AUTOSCALING_REPLICAS,
+    "as_signal": AUTOSCALING_SIGNAL,
+    "as_decision": AUTOSCALING_DECISION,
+    "as_scales": AUTOSCALING_SCALES,
     **{f"figure:{key}": gauge for key, gauge in FIGURES.items()},
 }
 
@@ -248,6 +284,55 @@ def publish_router(namespace: str, service: str, router: RouterStatus | None) ->
         _track(key, "admission", (namespace, service, limit))
     ROUTER_READY.labels(namespace, service).set(float(router.ready_replicas))
     _track(key, "router", (namespace, service))
+
+
+def publish_autoscaling(
+    namespace: str, service: str, status: AutoscalingStatus | None, *, bounds: tuple[int, int] = (0, 0)
+) -> None:
+    """spec.autoscaling's last decision (`bounds`: min and max replicas); None drops every series."""
+    key = (namespace, service)
+    if status is None:
+        for metric in ("as_replicas", "as_signal", "as_decision", "as_scales"):
+            _drop(key, metric, ())
+        return
+    replicas = {
+        "desired": status.desired_replicas,
+        "current": status.current_replicas,
+        "min": bounds[0],
+        "max": bounds[1],
+        "ready": status.ready_replicas,
+        "loading": status.loading_replicas,
+    }
+    for kind, value in replicas.items():
+        AUTOSCALING_REPLICAS.labels(namespace, service, kind).set(float(value))
+        _track(key, "as_replicas", (namespace, service, kind))
+    signals = {
+        "waiting_requests": status.waiting_requests,
+        "running_requests": status.running_requests,
+        "kv_cache_usage": status.kv_cache_usage,
+        "ttft_p90_seconds": status.ttft_p90_seconds,
+        "wanted_replicas": status.wanted_replicas,
+    }
+    current = []
+    for signal, figure in signals.items():
+        if figure is not None:
+            AUTOSCALING_SIGNAL.labels(namespace, service, signal).set(float(figure))
+            _track(key, "as_signal", (namespace, service, signal))
+            current.append((namespace, service, signal))
+    _drop(key, "as_signal", current)
+    reason = (namespace, service, status.reason.value)
+    AUTOSCALING_DECISION.labels(*reason).set(1.0)
+    _track(key, "as_decision", reason)
+    _drop(key, "as_decision", [reason])
+    for direction in ("up", "down"):  # at 0 from the first decision: increase() sees the first scale
+        AUTOSCALING_SCALES.labels(namespace, service, direction)
+        _track(key, "as_scales", (namespace, service, direction))
+
+
+def record_scale(namespace: str, service: str, *, up: bool) -> None:
+    direction = "up" if up else "down"
+    AUTOSCALING_SCALES.labels(namespace, service, direction).inc()
+    _track((namespace, service), "as_scales", (namespace, service, direction))
 
 
 def record_canary_failure(namespace: str, service: str, pod: str) -> None:

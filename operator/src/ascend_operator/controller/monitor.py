@@ -8,7 +8,8 @@ decides for both loops at once. Canaries run on their own schedule as tasks besi
 judged against its own scrapes taken right before it was sent and right after it ended, so a canary queued
 behind 32 busy slots for longer than a pass is judged by what the engine did while it waited. A failing gate
 write (a pod deleted mid-pass answers 404) never ends the pass. Results for the status (engine figures,
-rolls, condition overrides) go into the shared `ServiceMemory`; the reconcile loop patches them.
+rolls, condition overrides) go into the shared `ServiceMemory`; the reconcile loop patches them. With
+spec.autoscaling, the pass ends with the autoscaler's decision on what it just saw (controller/autoscaling.py).
 With `spec.auth.apiKeySecretRef`, the canary and the /v1/models check send the key read from the Secret
 (cached, dropped when an engine answers 401; engines started before a rotation get the previous key);
 a Secret that cannot be read is one event naming the Secret, never its value.
@@ -23,6 +24,7 @@ import kopf
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import POD, service_pods
+from ascend_operator.controller.autoscaling import autoscale, forget, other_autoscaler, signals
 from ascend_operator.controller.deletions import Site, disrupt
 from ascend_operator.controller.engine_io import (
     Monitor,
@@ -256,3 +258,18 @@ async def health_pass(
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))
     per_pod = {p.name: service_metrics([state.pods[p.uid].samples], now=now)["metrics"] or {} for p in live}
     publish_figures(namespace, service, per_pod)  # full rate, beside the status' every-30-s sums
+    if spec.autoscaling is None:
+        forget(site, memory)
+        return
+    found = signals(
+        spec,
+        views=[p for p in views if p.leader_or_single],
+        ready={uid for uid, v in verdicts.items() if v.ready},
+        samples=samples,
+        histories=[state.pods[p.uid].samples for p in live],
+        served=memory.served,
+        now=now,
+        wall=mon.wall(),
+        hpa=await other_autoscaler(site),
+    )
+    await autoscale(site, memory, spec, found, now=now)

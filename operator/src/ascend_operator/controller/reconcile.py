@@ -396,7 +396,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         extra=_with_groups(parsed, pods, extra),
         overrides=memory.overrides,
         selector=scale_selector(parsed.spec, owner) if parsed else f"{LABEL_SERVICE}={owner.name}",
-        extra_conditions=routing,
+        extra_conditions=[*routing, *([memory.autoscale_condition] if memory.autoscale_condition else [])],
     )
     status = compute_status(pair.observed(observed) if pair else observed, previous=previous, now=ctx.now())
     publish_conditions(owner.namespace, owner.name, status["conditions"])

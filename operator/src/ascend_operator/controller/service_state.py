@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ascend_operator.api.status import Roll
+from ascend_operator.autoscale import Window
 from ascend_operator.controller.status import LIVE_KEYS, ConditionRecord, PodFault, changed_keys
 from ascend_operator.disruption import Candidate
 
@@ -43,6 +44,16 @@ class ServiceMemory:
     """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
     announced_failures: set[str] = field(default_factory=set)
     """Refusal messages already posted as an event: one event per distinct message, not per retry."""
+    autoscale: Window | None = None
+    """spec.autoscaling's window of recent wants (controller/autoscaling.py); None without it."""
+    autoscale_asked: int | None = None
+    """The spec.replicas the autoscaler last wrote: until the spec shows it, it is not written again."""
+    autoscale_reason: str | None = None
+    """The last decision's reason (a hold is announced once, when it starts)."""
+    autoscale_scaled_at: str | None = None
+    """When the autoscaler last changed spec.replicas (RFC 3339)."""
+    autoscale_condition: ConditionRecord | None = None
+    """The Autoscaling condition the reconcile loop adds to the status (None without spec.autoscaling)."""
     policy_failed: bool = False
     """The NetworkPolicy could not be made: passes make it before any pod until it exists."""
     live_written_at: float | None = None

@@ -226,7 +226,7 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
 #: else (conditions, replicas, the spec hash) is written as soon as it changes.
 LIVE_KEYS = frozenset(
     AscendInferenceServiceStatus.model_fields[name].alias or name
-    for name in ("metrics", "tokens_per_second_display", "kv_cache_usage_display")
+    for name in ("metrics", "tokens_per_second_display", "kv_cache_usage_display", "autoscaling")
 )
 DEFAULT_LIVE_INTERVAL = 30.0
 

@@ -51,7 +51,8 @@ class Placement:
 
 def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarget:
     """What the router routes to: this service's serving engine pods and their slots (a P/D split's: the
-    decode engines hold the slots, and the P/D path sends the API key)."""
+    decode engines hold the slots, and the P/D path sends the API key). An autoscaled service's slots are
+    those of spec.autoscaling.maxReplicas, so a scale step leaves the router's Deployment as it is."""
     if spec.disaggregation is not None:
         decode = role_spec(spec, PdRole.DECODE, group=owner.name)
         return RouterTarget(
@@ -69,7 +70,9 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
         owner=owner,
         engine_port=spec.engine.port,
         engine_selector=serving_selector(spec, owner),
-        engine_replicas=spec.replicas,
+        # with spec.autoscaling, the most replicas it may ask: a limit that follows spec.replicas would
+        # change the router's arguments, so roll every router pod, at each scale step (docs/router.md)
+        engine_replicas=spec.autoscaling.max_replicas if spec.autoscaling is not None else spec.replicas,
         max_num_seqs=spec.engine.max_num_seqs,
         data_parallel=spec.parallelism.data,
     )

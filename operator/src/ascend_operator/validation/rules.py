@@ -342,5 +342,23 @@ RULES: tuple[Rule, ...] = (
         message="spec.env may name each variable once",
         check=_env_unique,
     ),
+    Rule(
+        name="AutoscalingBounds",
+        field="spec.autoscaling.minReplicas",
+        message="spec.autoscaling.minReplicas may not exceed spec.autoscaling.maxReplicas",
+        check=lambda s: s.autoscaling is None or s.autoscaling.min_replicas <= s.autoscaling.max_replicas,
+        cel="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
+        cel_scope=("autoscaling",),
+        cel_field_path=".minReplicas",
+    ),
+    Rule(
+        name="AutoscalingNotDisaggregated",
+        field="spec.autoscaling",
+        message="spec.autoscaling does not scale a P/D split yet: its prefill and decode pools need signals "
+        "of their own (issue 40 item 2); scale spec.replicas (units) by hand or with an HPA",
+        check=lambda s: s.autoscaling is None or s.disaggregation is None,
+        cel="!has(self.autoscaling) || !has(self.disaggregation)",
+        cel_field_path=".autoscaling",
+    ),
     *PD_RULES,
 )

@@ -1,0 +1,13 @@
+"""Autoscaling on what the engines do: a pure decision from the health pass's signals.
+
+Why its own package: the decision (how many replicas, and why) is policy, tested with frozen time in
+table tests; the controller only gathers the signals, keeps the window state between passes and writes
+the answer to the scale subresource (controller/autoscaling.py). Every other path a replica change takes
+(the disruption budget, the drain, the least busy replica leaving first) stays where it is: this package
+only moves spec.replicas. No I/O, no clock: `now` is an argument.
+"""
+
+from ascend_operator.autoscale.decide import Decision, Signals, Window, decide, need, observe, wanted
+from ascend_operator.autoscale.signals import ttft_quantile
+
+__all__ = ["Decision", "Signals", "Window", "decide", "need", "observe", "ttft_quantile", "wanted"]

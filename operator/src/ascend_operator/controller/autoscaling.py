@@ -1,0 +1,161 @@
+"""spec.autoscaling in the health loop: gather the signals, ask the pure decision, write spec.replicas.
+
+Why here and not in a loop of its own: the health pass already scraped every engine (queue, KV, TTFT
+histograms) and judged every pod (Ready, loading, Pending for NPUs), so the decision costs no extra
+request to an engine. The decision itself is `ascend_operator.autoscale` (pure, table-tested); this module
+only reads what it needs, keeps the window between passes in the service's memory and applies the answer
+by patching spec.replicas, the field the scale subresource (and an HPA) writes. So the reconcile loop
+creates a replica and a scale-down goes through the one disruption budget and drain, the least busy replica
+first (controller/plan.py, RollReason.SCALE_DOWN), exactly as for a person or an HPA scaling.
+
+An HPA whose scaleTargetRef names the service is listed each pass: with one, the operator writes nothing
+(status and the Autoscaling condition name the HPA). Every decision goes to status.autoscaling and the
+operator's metrics; a change of spec.replicas and each new reason to hold are events.
+"""
+
+from collections.abc import Mapping, Sequence
+
+from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingStatus, ScaleReason
+from ascend_operator.api.constants import GROUP, KIND
+from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.autoscale import Signals, Window, decide, observe, ttft_quantile, wanted
+from ascend_operator.clients.resources import HPA, SERVICE_CR
+from ascend_operator.controller.deletions import Site
+from ascend_operator.controller.metrics import publish_autoscaling, record_scale
+from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.controller.status import ConditionRecord
+from ascend_operator.controller.timestamps import epoch, iso
+from ascend_operator.controller.views import PodView
+from ascend_operator.health.samples import EngineSample
+
+#: The status condition the autoscaler sets: True while it decides spec.replicas, False while it holds
+#: for a reason the user should act on (another autoscaler, no NPUs for another replica, no signal).
+CONDITION = "Autoscaling"
+#: Seconds the service's body may take to show the spec.replicas the autoscaler wrote (a watch event).
+SPEC_CATCH_UP_SECONDS = 15.0
+#: Reasons to hold that the condition says (False), each with a message that does not move with the load:
+#: the condition is written as soon as it changes, the figures only every status interval.
+_HOLDS = {
+    ScaleReason.NO_CAPACITY: "a replica is Pending: no node has the NPUs for another, so no more are asked",
+    ScaleReason.NO_SIGNAL: "no engine answers its /metrics: nothing to scale on",
+    ScaleReason.NOT_READY: "a scale-down waits until the replicas it keeps are Ready",
+}
+
+
+async def other_autoscaler(site: Site) -> str | None:
+    """The first HPA in the namespace whose scaleTargetRef is this service, by name."""
+    for hpa in await site.kube.list(HPA, site.namespace):
+        ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        group = str(ref.get("apiVersion", "")).split("/")[0]
+        if ref.get("kind") == KIND and ref.get("name") == site.service and group in ("", GROUP):
+            return str(hpa["metadata"]["name"])
+    return None
+
+
+def signals(
+    spec: AscendInferenceServiceSpec,
+    *,
+    views: Sequence[PodView],
+    ready: set[str],
+    samples: Mapping[str, EngineSample | None],
+    histories: Sequence[Sequence[EngineSample]],
+    served: set[str],
+    now: float,
+    wall: float,
+    hpa: str | None,
+) -> Signals:
+    """One pass's signals: `views` are the service's serving pods (leaders), `ready` the uids judged Ready,
+    `samples` this pass's scrapes by uid, `histories` every live pod's recent scrapes (for TTFT p90),
+    `served` the uids that were ever Ready; `now` monotonic, `wall` epoch seconds. Loading is the one
+    startup-grace rule (api/health.py): never Ready and started less than startupGraceSeconds ago."""
+    current = [p for p in views if not p.terminating]
+    answered = [s for s in samples.values() if s is not None]
+    ready_samples = [s for uid, s in samples.items() if s is not None and uid in ready]
+    return Signals(
+        replicas=spec.replicas,
+        ready=sum(p.uid in ready for p in current),
+        loading=sum(
+            p.uid not in ready
+            and not p.lacks_npus
+            and spec.health.in_startup_grace(epoch(p.started_at), served=p.uid in served, now=wall)
+            for p in current
+        ),
+        unplaceable=sum(p.lacks_npus for p in current),
+        answering=len(answered),
+        running=sum(s.running for s in answered),
+        waiting=sum(s.waiting for s in answered),
+        slots=spec.engine.max_num_seqs * spec.parallelism.data,
+        kv_usage=max((s.kv_usage for s in ready_samples), default=None),
+        ttft_p90=ttft_quantile(histories, now=now),
+        other_autoscaler=hpa,
+    )
+
+
+def _status(
+    s: Signals, spec: AutoscalingSpec, desired: int, reason: ScaleReason, message: str, last: str | None
+) -> AutoscalingStatus:
+    answered = s.answering > 0
+    return AutoscalingStatus(
+        desired_replicas=desired,
+        current_replicas=s.replicas,
+        ready_replicas=s.ready,
+        loading_replicas=s.loading,
+        wanted_replicas=wanted(s, spec)[0] if answered else None,
+        waiting_requests=s.waiting if answered else None,
+        running_requests=s.running if answered else None,
+        slots_per_replica=s.slots,
+        kv_cache_usage=None if s.kv_usage is None else round(s.kv_usage, 4),
+        ttft_p90_seconds=None if s.ttft_p90 is None else round(s.ttft_p90, 4),
+        reason=reason,
+        message=message,
+        last_scale_time=last,
+    )
+
+
+def forget(site: Site, memory: ServiceMemory) -> None:
+    """spec.autoscaling is unset: no state, no status, no series, no condition."""
+    memory.autoscale = None
+    memory.extra_status.pop("autoscaling", None)
+    memory.autoscale_condition = None
+    publish_autoscaling(site.namespace, site.service, None)
+
+
+async def autoscale(
+    site: Site, memory: ServiceMemory, spec: AscendInferenceServiceSpec, s: Signals, *, now: float
+) -> None:
+    """Decide and apply one pass (`now`: the monotonic clock of the window)."""
+    auto = spec.autoscaling
+    if auto is None:
+        forget(site, memory)
+        return
+    state = memory.autoscale or Window()
+    state = observe(state, s, auto, now=now)
+    d = decide(s, state, auto, now)
+    # the service's body reaches this loop a moment after the patch: the same answer is not written (nor
+    # announced) again meanwhile, but it is once that moment is long past (someone wrote spec.replicas back)
+    asked, last = memory.autoscale_asked, state.last_scale
+    in_flight = asked is not None and s.replicas != asked and last is not None and now - last < SPEC_CATCH_UP_SECONDS
+    if d.desired != s.replicas and not (in_flight and d.desired == asked):
+        written = await site.kube.patch(SERVICE_CR, site.namespace, site.service, {"spec": {"replicas": d.desired}})
+        if written is not None:
+            state = Window(state.wants, last_scale=now)
+            memory.autoscale_asked = d.desired
+            memory.autoscale_scaled_at = iso(site.clock())
+            record_scale(site.namespace, site.service, up=d.desired > s.replicas)
+            site.events("Normal", d.reason.value, d.message)
+    elif (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
+        site.events("Warning", d.reason.value, d.message)
+    memory.autoscale, memory.autoscale_reason = state, d.reason.value
+    status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
+    memory.extra_status["autoscaling"] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    memory.autoscale_condition = _condition(d.reason, d.message, auto)
+    publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
+
+
+def _condition(reason: ScaleReason, message: str, auto: AutoscalingSpec) -> ConditionRecord:
+    if reason is ScaleReason.OTHER_AUTOSCALER:  # names the HPA: stable while it exists
+        return ConditionRecord(CONDITION, "False", reason.value, message)
+    if reason in _HOLDS:
+        return ConditionRecord(CONDITION, "False", reason.value, _HOLDS[reason])
+    said = f"spec.replicas follows the engines' load within {auto.min_replicas}..{auto.max_replicas}"
+    return ConditionRecord(CONDITION, "True", "FollowingLoad", said)
