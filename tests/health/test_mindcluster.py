@@ -179,6 +179,16 @@ def test_clusterds_view_is_read_and_preferred_to_the_raw_reports() -> None:
     assert preferred(own("atlas-3", noded=node_info("UnHealthy")), view).node_status == "Healthy"
 
 
+def test_a_chip_separated_by_hand_in_the_plugins_configmap_stays_separated_under_clusterds_view() -> None:
+    """ClusterD reads DeviceInfoCfg only (clusterd device/device_util.go:24-46), not the plugin's
+    ManuallySeparateNPU key (ascend-device-plugin kubeclient/client_server.go:199-226)."""
+    view = read_cluster_view(cluster_view())
+    mine = own("atlas-0", {**device_info(), "ManuallySeparateNPU": "Ascend910-6"})
+    found = judge_chips(preferred(mine, view), {"Ascend910-6"}, group_member=False, now=NOW)
+    assert found is not None
+    assert (found.chip, found.level) == ("Ascend910-6", "ManuallySeparateNPU")
+
+
 def test_without_clusterd_the_raw_reports_decide() -> None:
     view = read_cluster_view([])
     raw = own("atlas-0", device_info(fault(4, "SeparateNPU")), node_info("UnHealthy"))

@@ -119,7 +119,7 @@ class ChipReports:
         if device is None and node not in view.devices:
             self._seen.pop(node, None)
             return report  # no chip report: nothing to go stale
-        said = (report.source, report.updated, report.faults, report.unhealthy, report.problems)
+        said = (report.source, report.updated, report.faults, report.unhealthy)  # the chips' report, not NodeD's
         if (seen := self._seen.get(node)) is None or seen[0] != said:
             self._seen[node] = seen = (said, self._clock())
         return replace(report, seen=seen[1])

@@ -27,7 +27,13 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ascend_operator.health.chips import DEVICE_INFO_PREFIX, NODE_INFO_PREFIX, NodeReport, read_device_list
+from ascend_operator.health.chips import (
+    DEVICE_INFO_PREFIX,
+    MANUALLY_SEPARATED,
+    NODE_INFO_PREFIX,
+    NodeReport,
+    read_device_list,
+)
 
 CLUSTER_NAMESPACE = "mindx-dl"
 CLUSTER_LABEL = "mx-consumer-volcano"
@@ -92,12 +98,16 @@ def read_cluster_view(configmaps: Iterable[tuple[str, Mapping[str, str] | None]]
 
 def preferred(own: NodeReport, view: ClusterView) -> NodeReport:
     """The node's report with ClusterD's view in place of the plugin's and NodeD's where ClusterD has one:
-    its device entry for the node, its node status once it writes cluster-info-node-cm, its switch status."""
+    its device entry for the node, its node status once it writes cluster-info-node-cm, its switch status.
+    The chips an administrator separated in the plugin's ConfigMap (its ManuallySeparateNPU key, which
+    ClusterD does not read: device/device_util.go:24-46 takes DeviceInfoCfg only) stay separated."""
     report = own
     if (device := view.devices.get(own.node)) is not None:
+        have = {(f.chip, f.level) for f in device.faults}
+        manual = tuple(f for f in own.faults if f.level == MANUALLY_SEPARATED and (f.chip, f.level) not in have)
         report = replace(
-            device, node_status=own.node_status, problems=own.problems + device.problems,
-            chips_per_node=own.chips_per_node,
+            device, faults=device.faults + manual, node_status=own.node_status,
+            problems=own.problems + device.problems, chips_per_node=own.chips_per_node,
         )  # fmt: skip
     if view.has_nodes:
         report = replace(report, node_status=view.node_status.get(own.node, "Healthy"))
