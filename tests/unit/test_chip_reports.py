@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from ascend_operator.clients import chip_reports
-from ascend_operator.clients.chip_reports import ChipReports
+from ascend_operator.clients.chip_reports import ChipReports, NodeLabels
 from ascend_operator.health.chips import DEVICE_INFO_NAMESPACE, DEVICE_INFO_PREFIX, judge_chips, stale
 from tests.health.test_chips import device_info, fault
 from tests.health.test_mindcluster import data
@@ -133,3 +133,15 @@ def test_clusterds_view_is_watched_and_preferred() -> None:
     plain = reports.report("node-a")
     assert plain is not None
     assert (plain.source, plain.faults) == ("the Ascend device plugin", ())
+
+
+def test_a_nodes_npus_come_from_its_capacity_and_only_labelled_nodes_have_driver_facts() -> None:
+    """Every node is watched (KWOK's and unlabelled ones count for the fault rules); the fitness facts stay
+    those of the nodes the plugin labelled with a driver version."""
+    labels = NodeLabels(client.ApiClient())
+    a3 = {"capacity": {"huawei.com/Ascend910": "16"}, "allocatable": {"huawei.com/Ascend910": "14"}}
+    labels.store.put({"metadata": {"name": "a3", "labels": {"huawei.com/driver.version": "25.5.1"}}, "status": a3})
+    labels.store.put({"metadata": {"name": "a5"}, "status": {"allocatable": {"huawei.com/npu": "8"}}})
+    labels.store.put({"metadata": {"name": "cpu"}, "status": {"capacity": {"cpu": "64"}}})
+    assert [labels.capacity(n) for n in ("a3", "a5", "cpu", "gone")] == [16, 8, None, None]
+    assert [name for name, _ in labels.labels()] == ["a3"]
