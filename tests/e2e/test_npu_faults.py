@@ -67,14 +67,28 @@ def live(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return [p for p in pods(cluster, namespace, "svc") if not p["metadata"].get("deletionTimestamp")]
 
 
-def plugin_report(
-    cluster: Cluster, node: str, faults: list[dict[str, Any]], *, free: str = "", in_use: tuple[str, ...] = ()
-) -> None:
-    """What the device plugin writes for `node` (ascend910.go:664-676; proto.go:36-42, 222-236). A chip in
-    `in_use` at PreSeparateNPU stays off the Unhealthy list: the plugin reports such a chip Healthy while a pod
-    uses it (device/ascendcommon.go isHealthy)."""
+def volcano_held(cluster: Cluster, node: str) -> set[str]:
+    """The chips the plugin counts in use, as it reads them (device/ascendcommon.go:1160-1174 npuIsUsedNow):
+    those named by a pod's `huawei.com/Ascend910` annotation on the node, which only Volcano's scheduler
+    writes (ascend-for-volcano internal/npu/base/task.go:77), never the plugin itself; of the pods not Failed
+    or Succeeded, a terminating one included (kubeclient/kube_cache.go:222-244 getActivePodListCache)."""
+    listed = cluster.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node}", "-o", "json")
+    return {
+        chip
+        for pod in json.loads(listed)["items"]
+        if (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+        for chip in ((pod["metadata"].get("annotations") or {}).get("huawei.com/Ascend910") or "").split(",")
+        if chip
+    }
+
+
+def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, free: str = "") -> None:
+    """What the device plugin writes for `node` (ascend910.go:664-676; proto.go:36-42, 222-236). A chip at
+    PreSeparateNPU stays off the Unhealthy list only while Volcano's annotation on a pod names it
+    (device/ascendcommon.go:1144-1148 isHealthy); every other faulty chip is Unhealthy."""
+    held = volcano_held(cluster, node)
     unhealthy = [
-        f["npu_name"] for f in faults if not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in in_use)
+        f["npu_name"] for f in faults if not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in held)
     ]
     devices = {
         "huawei.com/Ascend910": free,
@@ -137,10 +151,13 @@ def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[s
     }
 
 
-def mount_chips(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> None:
-    """The plugin's annotation of the chips it mounted (ascendcommon.go:989-1003)."""
+def mount_chips(cluster: Cluster, namespace: str, pod: dict[str, Any], *, volcano: bool = False) -> None:
+    """The plugin's annotation of the chips it mounted (ascendcommon.go:989-1003); with `volcano`, also the
+    annotation Volcano's scheduler writes on the pods it places (ascend-for-volcano base/task.go:77)."""
     name = pod["metadata"]["name"]
     cluster.kubectl("annotate", "pod", name, "-n", namespace, f"huawei.com/AscendReal={CHIPS}", "--overwrite")
+    if volcano:
+        cluster.kubectl("annotate", "pod", name, "-n", namespace, f"huawei.com/Ascend910={CHIPS}", "--overwrite")
 
 
 def drop_chip(cluster: Cluster, node: str, left: int) -> None:
@@ -372,22 +389,27 @@ def test_an_engine_lands_only_on_a_node_whose_driver_meets_the_minimum_and_says_
     assert "23.0.6" in message
 
 
+@pytest.mark.parametrize("volcano", [False, True], ids=["without Volcano", "with Volcano"])
 def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes(
     cluster: Cluster,
     namespace: str,
     add_nodes: AddNodes,
     npu_operator: tuple[Proc, int],
     attach: Callable[..., Proc],
+    volcano: bool,
 ) -> None:
-    """PreSeparateNPU: the plugin keeps the chip for the pod using it and separates it once free, so the pod
-    goes like a planned roll: out of the Service, its requests finish, then deleted (not the short grace of a
-    hung pod), and the successor lands where the chip is not."""
+    """PreSeparateNPU: the chip keeps working for the pod using it, so the pod goes like a planned roll: out
+    of the Service, its requests finish, then deleted (not the short grace of a hung pod), and the successor
+    lands where the chip is not. Without Volcano (MindCluster's documented setup) the plugin reports the chip
+    Unhealthy to the kubelet at once, so the node's allocatable drops at the fault; with Volcano it keeps the
+    chip Healthy for the annotated pod and drops it only once the pod is gone, which is why the operator then
+    keeps new engines off the node meanwhile."""
     # at real engine speed (time scale 1): the drain waits on a request that lasts as long as it would on NPUs
     serving(cluster, namespace, add_nodes, partial(attach, AIS_SIM_TIME_SCALE="1"), nodes=3, replicas=2,
             health=FAST, rollout={"drainSeconds": 300})  # fmt: skip
     target = next(p for p in live(cluster, namespace) if p["metadata"]["name"] == "svc-0")
     node, url = target["spec"]["nodeName"], f"http://{target['status']['podIP']}:8000"
-    mount_chips(cluster, namespace, target)
+    mount_chips(cluster, namespace, target, volcano=volcano)
     inflight: dict[str, Any] = {}
     body = {"model": MODEL, "prompt": "long", "sim_prompt_tokens": 256, "max_tokens": 1000, "ignore_eos": True}
     thread = completion(url, body, inflight)
@@ -395,7 +417,9 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
              message="the request runs")  # fmt: skip
 
     t_fault = time.monotonic()
-    plugin_report(cluster, node, [chip_fault("Ascend910-2", "PreSeparateNPU", "81078603")], in_use=("Ascend910-2",))
+    plugin_report(cluster, node, [chip_fault("Ascend910-2", "PreSeparateNPU", "81078603")])
+    if not volcano:
+        drop_chip(cluster, node, 7)  # Unhealthy to the kubelet at once (ascendcommon.go:1148)
     uid = target["metadata"]["uid"]
     wait_for(lambda: [gate(p) for p in live(cluster, namespace) if p["metadata"]["uid"] == uid] == ["False/Draining"],
              timeout=60, message="svc-0 drains")  # fmt: skip
@@ -413,7 +437,7 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     t_roll = time.monotonic()
     assert (roll["reason"], roll["drain"]) == ("NPUPreSeparate", "Completed")
     assert f"chip Ascend910-2 on node {node}: fault at level PreSeparateNPU (codes 81078603)" in roll["message"]
-    # the chip is free now: the plugin separates it, and the node has 7 chips for an 8-chip engine
+    # the chip is free now: the plugin (with Volcano, now) separates it, the node has 7 chips for an 8-chip engine
     plugin_report(cluster, node, [chip_fault("Ascend910-2", "PreSeparateNPU", "81078603")])
     drop_chip(cluster, node, 7)
     successor = wait_for(
@@ -425,4 +449,5 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     assert successor["spec"]["nodeName"] != node
     rolls = ais(cluster, namespace, "svc")["status"]["rolls"]
     assert [r["reason"] for r in rolls] == ["NPUPreSeparate"], rolls
-    print(f"\n[npu] PreSeparateNPU report -> drain: {t_drain - t_fault:.1f}s, -> roll record: {t_roll - t_fault:.1f}s")
+    print(f"\n[npu] PreSeparateNPU ({'with' if volcano else 'without'} Volcano) report -> drain: "
+          f"{t_drain - t_fault:.1f}s, -> roll record: {t_roll - t_fault:.1f}s")  # fmt: skip

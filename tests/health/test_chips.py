@@ -8,6 +8,7 @@ a node going bad is one NodeUnhealthy, not a roll per chip; a malformed report i
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.chips import (
     ChipFinding,
+    NodeReport,
     check_code,
     judge_chips,
     node_report,
@@ -43,20 +45,22 @@ def fault(chip: int, level: str, codes: str = "80E18402", *, network: bool = Fal
         "fault_level": level,
         "fault_handling": level,
         "fault_code": codes,
-        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
+        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",") if c},
     }
 
 
 def device_info(
-    *faults: dict[str, Any], free: str = "", age: float = 0.0, in_use: tuple[str, ...] = ()
+    *faults: dict[str, Any], free: str = "", age: float = 0.0, volcano: tuple[str, ...] = ()
 ) -> dict[str, str]:
-    """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42); a chip in
-    `in_use` at PreSeparateNPU stays off the Unhealthy list (device/ascendcommon.go isHealthy)."""
+    """The ConfigMap data the plugin writes for a node (ascend910.go:664-676, proto.go:36-42), in Go's compact
+    layout (the generated fixtures hold it to the plugin's bytes). A chip at PreSeparateNPU stays off the
+    Unhealthy list only while a pod's `huawei.com/Ascend910` annotation names it (`volcano`: only Volcano's
+    scheduler writes it; device/ascendcommon.go:1144-1148 isHealthy, 1160-1174 npuIsUsedNow)."""
     unhealthy = ",".join(
         f["npu_name"]
         for f in faults
         if f["fault_type"] == "CardUnhealthy"
-        and not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in in_use)
+        and not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in volcano)
     )
     devices = {
         "huawei.com/Ascend910": free,
@@ -66,8 +70,9 @@ def device_info(
         "huawei.com/Ascend910-Unhealthy": unhealthy,
     }
     stamp = int(NOW - age)
+    devices["huawei.com/Ascend910-Fault"] = json.dumps(list(faults), separators=(",", ":"))
     doc = {"DeviceInfo": {"DeviceList": devices, "UpdateTime": stamp}, "SuperPodID": -2, "ServerIndex": -2}
-    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": check_code(doc["DeviceInfo"])})}
+    return {"DeviceInfoCfg": json.dumps(doc | {"CheckCode": check_code(doc["DeviceInfo"])}, separators=(",", ":"))}
 
 
 def signed(device_info: dict[str, Any]) -> dict[str, str]:
@@ -90,59 +95,87 @@ def node_info(status: str) -> dict[str, str]:
     return {"NodeInfo": json.dumps({"NodeInfo": info, "CheckCode": check_code(info)})}
 
 
+def seen(
+    data: dict[str, str] | None, noded: dict[str, str] | None = None, *, ago: float = 0.0, capacity: int | None = 8
+) -> NodeReport:
+    """The node's report as clients/chip_reports.py hands it over: seen changing `ago` seconds before NOW by
+    this operator's clock, with the node's NPU capacity (an Atlas 800 A2 lists 8)."""
+    return replace(node_report("atlas-0", data, noded), seen=NOW - ago, chips_per_node=capacity)
+
+
 def verdict(
-    data: dict[str, str] | None, chips: str, *, noded: dict[str, str] | None = None, group: bool = False
+    data: dict[str, str] | None,
+    chips: str,
+    *,
+    noded: dict[str, str] | None = None,
+    group: bool = False,
+    ago: float = 0.0,
 ) -> ChipFinding | None:
-    report = node_report("atlas-0", data, noded)
+    report = seen(data, noded, ago=ago)
     return judge_chips(report, pod_chips({"huawei.com/AscendReal": chips}), group_member=group, now=NOW)
 
 
-CASES: list[tuple[str, dict[str, str] | None, str, dict[str, str] | None, bool, str | None]] = [
-    # (case, device info, the pod's chips, NodeD, group member, expected: None, "node" or the chip named)
-    ("healthy: no faults and no free chip (all 8 allocated)", device_info(), ALL, None, False, None),
-    ("no report at all", None, ALL, None, False, None),
-    ("SeparateNPU on a chip the pod holds", device_info(fault(4, "SeparateNPU")), ALL, None, False, "Ascend910-4"),
+CASES: list[tuple[str, dict[str, str] | None, str, dict[str, str] | None, bool, str | None, float]] = [
+    # (case, device info, the pod's chips, NodeD, group member, expected: None, "node" or the chip named,
+    #  seconds since this operator saw the report change)
+    ("healthy: no faults and no free chip (all 8 allocated)", device_info(), ALL, None, False, None, 0.0),
+    ("no report at all", None, ALL, None, False, None, 0.0),
+    ("SeparateNPU on a chip the pod holds", device_info(fault(4, "SeparateNPU")), ALL, None, False, "Ascend910-4", 0.0),
     ("SeparateNPU on a chip the pod does not hold", device_info(fault(4, "SeparateNPU")), "Ascend910-0,Ascend910-1",
-     None, False, None),
-    ("RestartNPU", device_info(fault(2, "RestartNPU")), ALL, None, False, "Ascend910-2"),
-    ("FreeRestartNPU", device_info(fault(2, "FreeRestartNPU")), ALL, None, False, "Ascend910-2"),
-    ("RestartBusiness", device_info(fault(2, "RestartBusiness")), ALL, None, False, "Ascend910-2"),
-    ("PreSeparateNPU", device_info(fault(2, "PreSeparateNPU")), ALL, None, False, "Ascend910-2"),
+     None, False, None, 0.0),
+    ("RestartNPU", device_info(fault(2, "RestartNPU")), ALL, None, False, "Ascend910-2", 0.0),
+    ("FreeRestartNPU", device_info(fault(2, "FreeRestartNPU")), ALL, None, False, "Ascend910-2", 0.0),
+    ("RestartBusiness", device_info(fault(2, "RestartBusiness")), ALL, None, False, "Ascend910-2", 0.0),
+    ("PreSeparateNPU", device_info(fault(2, "PreSeparateNPU")), ALL, None, False, "Ascend910-2", 0.0),
     ("RestartRequest for 30 s: MindCluster waits 60", device_info(fault(3, "RestartRequest", age=30)), ALL, None,
-     False, None),
-    ("RestartRequest for 61 s", device_info(fault(3, "RestartRequest", age=61)), ALL, None, False, "Ascend910-3"),
-    ("SubHealthFault: reported only", device_info(fault(3, "SubHealthFault")), ALL, None, False, None),
-    ("NotHandleFault: reported only", device_info(fault(3, "NotHandleFault")), ALL, None, False, None),
+     False, None, 0.0),
+    ("RestartRequest for 61 s", device_info(fault(3, "RestartRequest", age=61)), ALL, None, False, "Ascend910-3", 0.0),
+    ("SubHealthFault: reported only", device_info(fault(3, "SubHealthFault")), ALL, None, False, None, 0.0),
+    ("NotHandleFault: reported only", device_info(fault(3, "NotHandleFault")), ALL, None, False, None, 0.0),
     ("network fault, single-node engine (HCCS inside the node)", device_info(fault(0, "SeparateNPU", network=True)),
-     ALL, None, False, None),
+     ALL, None, False, None, 0.0),
     ("network fault, multi-node group member (RoCE between nodes)",
-     device_info(fault(0, "SeparateNPU", network=True)), ALL, None, True, "Ascend910-0"),
+     device_info(fault(0, "SeparateNPU", network=True)), ALL, None, True, "Ascend910-0", 0.0),
     ("eight chips failing at once", device_info(*(fault(i, "SeparateNPU") for i in range(8))), ALL, None, False,
-     "node"),
-    ("NodeD UnHealthy", device_info(), ALL, node_info("UnHealthy"), False, "node"),
-    ("NodeD PreSeparate: the chips decide", device_info(), ALL, node_info("PreSeparate"), False, None),
+     "node", 0.0),
+    ("NodeD UnHealthy", device_info(), ALL, node_info("UnHealthy"), False, "node", 0.0),
+    ("NodeD PreSeparate: the chips decide (new engines keep off: keep_off)", device_info(), ALL,
+     node_info("PreSeparate"), False, None, 0.0),
     ("manually separated, its fault since cleared: still out until an administrator releases it",
-     {**device_info(), "ManuallySeparateNPU": "Ascend910-5"}, ALL, None, False, "Ascend910-5"),
+     {**device_info(), "ManuallySeparateNPU": "Ascend910-5"}, ALL, None, False, "Ascend910-5", 0.0),
     ("manually separated chip the pod does not hold", {**device_info(), "ManuallySeparateNPU": "Ascend910-5"},
-     "Ascend910-0", None, False, None),
-    ("a report 14 min old: the plugin is late but not gone", device_info(fault(4, "SeparateNPU"), age=840), ALL,
-     None, False, "Ascend910-4"),
-    ("a report 16 min old: the plugin stopped, its faults are not acted on",
-     device_info(fault(4, "SeparateNPU"), age=960), ALL, None, False, None),
-    ("eight chips in a stale report: not a node cause", device_info(*(fault(i, "SeparateNPU") for i in range(8)),
-     age=960), ALL, None, False, None),
-    ("NodeD UnHealthy beside a stale plugin report: NodeD decides", device_info(age=960), ALL,
-     node_info("UnHealthy"), False, "node"),
+     "Ascend910-0", None, False, None, 0.0),
+    ("a report unchanged for 14 min: the plugin is late but not gone", device_info(fault(4, "SeparateNPU")), ALL,
+     None, False, "Ascend910-4", 840.0),
+    ("a report unchanged for 16 min: the plugin stopped, its faults are not acted on",
+     device_info(fault(4, "SeparateNPU")), ALL, None, False, None, 960.0),
+    ("a node whose clock is 16 min behind, its report just seen: acted on (UpdateTime is the node's clock, "
+     "device/ascendcommon.go:430)", device_info(fault(4, "SeparateNPU"), age=960), ALL, None, False, "Ascend910-4",
+     0.0),
+    ("eight chips in a stale report: not a node cause", device_info(*(fault(i, "SeparateNPU") for i in range(8))),
+     ALL, None, False, None, 960.0),
+    ("NodeD UnHealthy beside a stale plugin report: NodeD decides", device_info(), ALL,
+     node_info("UnHealthy"), False, "node", 960.0),
+    ("a hot reset's NormalNPU entry (no code left): not acted on", device_info(fault(5, "NormalNPU", "")), ALL,
+     None, False, None, 0.0),
     ("a plugin that names its chips huawei.com/npu", npu_named(fault(1, "SeparateNPU")), "npu-0,npu-1", None, False,
-     "npu-1"),
+     "npu-1", 0.0),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("case", "data", "chips", "noded", "group", "expected"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("case", "data", "chips", "noded", "group", "expected", "ago"), CASES, ids=[c[0] for c in CASES]
+)
 def test_the_pods_hardware_verdict(
-    case: str, data: dict[str, str] | None, chips: str, noded: dict[str, str] | None, group: bool, expected: str | None
+    case: str,
+    data: dict[str, str] | None,
+    chips: str,
+    noded: dict[str, str] | None,
+    group: bool,
+    expected: str | None,
+    ago: float,
 ) -> None:
-    found = verdict(data, chips, noded=noded, group=group)
+    found = verdict(data, chips, noded=noded, group=group, ago=ago)
     if expected is None:
         assert found is None
     elif expected == "node":
@@ -192,13 +225,11 @@ def test_only_a_pre_separated_chip_lets_its_pod_drain(case: str, data: dict[str,
 
 SEPARATING_CASES: list[tuple[str, dict[str, str], bool]] = [
     # (case, device info, new engines kept off the node)
-    ("a pre-separated chip still in use counts allocatable: the successor would land on it",
-     device_info(fault(2, "PreSeparateNPU"), in_use=("Ascend910-2",)), True),
-    ("once free the plugin lists it Unhealthy: allocatable tells the truth", device_info(fault(2, "PreSeparateNPU")),
-     False),
+    ("Volcano's pod holds a pre-separated chip: it counts allocatable, the successor would land on it",
+     device_info(fault(2, "PreSeparateNPU"), volcano=("Ascend910-2",)), True),
+    ("without Volcano the plugin lists it Unhealthy at once: allocatable tells the truth",
+     device_info(fault(2, "PreSeparateNPU")), False),
     ("a SeparateNPU chip is Unhealthy at once", device_info(fault(2, "SeparateNPU")), False),
-    ("a stale report keeps no node off", device_info(fault(2, "PreSeparateNPU"), in_use=("Ascend910-2",), age=960),
-     False),
 ]  # fmt: skip
 
 
@@ -206,7 +237,7 @@ SEPARATING_CASES: list[tuple[str, dict[str, str], bool]] = [
 def test_a_node_is_kept_off_while_a_chip_to_separate_still_counts_allocatable(
     case: str, data: dict[str, str], kept_off: bool
 ) -> None:
-    why = separating(node_report("atlas-0", data, None), now=NOW)
+    why = separating(seen(data), now=NOW)
     assert (why is not None) == kept_off
     if why is not None:
         assert why.startswith("chip(s) Ascend910-2 of node atlas-0 are to be separated once free (PreSeparateNPU)")
@@ -223,8 +254,8 @@ def test_the_documentations_own_example_reads_as_the_plugin_means_it() -> None:
         "Ascend910-4": ("SeparateNPU", False, ("A8028801", "A4028801", "80E18402", "80E18401")),
     }
     assert report.faults[1].since == 1744167455.784  # the plugin's fault_time is in milliseconds
-    assert report.updated is not None
-    now = report.updated + 60  # judged a minute after the plugin wrote it (a 2025 report is stale today)
+    assert report.updated == 1744182144  # the node's clock: kept, never compared with this operator's
+    report, now = replace(report, seen=NOW - 60), NOW  # seen a minute ago
     single = judge_chips(report, {"Ascend910-0", "Ascend910-4"}, group_member=False, now=now)
     assert single is not None
     assert (single.chip, single.level) == ("Ascend910-4", "SeparateNPU")
@@ -277,13 +308,13 @@ def test_the_machine_takes_the_pod_out_and_asks_for_a_roll_even_while_it_drains(
 
 
 def test_a_stale_report_says_so_among_what_is_reported_but_not_acted_on() -> None:
-    report = node_report("atlas-0", device_info(fault(4, "SeparateNPU"), age=960), None)
-    seen = observed_only(report, {"Ascend910-4"}, group_member=False, now=NOW)
-    assert seen[0] == (
-        "the Ascend device plugin's report of node atlas-0 is 960s old (it rewrites it at least every 300s): "
-        "the plugin has stopped, its faults are not acted on"
+    report = seen(device_info(fault(4, "SeparateNPU")), ago=960)
+    said = observed_only(report, {"Ascend910-4"}, group_member=False, now=NOW)
+    assert said[0] == (
+        "the Ascend device plugin's report of node atlas-0 has not changed for 960s (it rewrites it at least "
+        "every 300s): the plugin has stopped, its faults are not acted on"
     )
-    assert seen[1].startswith("Ascend910-4: SeparateNPU")
+    assert said[1].startswith("Ascend910-4: SeparateNPU")
 
 
 #: Go 1.26's encoding/json + crypto/sha256 on the same values (a 20-line program, run once): what

@@ -182,7 +182,10 @@ def test_npu_faults_are_series_by_node_chip_and_level_and_go_when_the_plugin_cle
     bad = ChipFault(chip="Ascend910-4", level="SeparateNPU", codes=("80E18402",), network=False, since=None)
     eight = tuple(ChipFault(f"Ascend910-{i}", "SeparateNPU", ("80E18402",), False, None) for i in range(8))
     metrics.publish_chip_reports(
-        [NodeReport(node="atlas-0", faults=(bad,), updated=1700.0), NodeReport(node="atlas-1", faults=eight)],
+        [
+            NodeReport(node="atlas-0", faults=(bad,), updated=1.0, seen=1700.0),  # node clock off: not published
+            NodeReport(node="atlas-1", faults=eight, chips_per_node=8),
+        ],
         now=1800.0,
     )
     assert value("ascend_operator_npu_faults", node="atlas-0", chip="Ascend910-4", level="SeparateNPU") == 1.0

@@ -41,7 +41,7 @@ from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
-from ascend_operator.health.chips import node_unhealthy, separating
+from ascend_operator.health.chips import keep_off
 from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
 from ascend_operator.render.pd import LABEL_PD_GROUP
@@ -91,8 +91,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.caches.start(on_change=functools.partial(_owner_changed, memo))
     memo.kube = KubeApi(caches=memo.caches)
     # the device plugin's chip reports, read only when asked for (the chart grants the reads with the flag)
-    memo.chip_reports = ChipReports(client.ApiClient()) if memo.get("npu_faults") else None
     memo.node_labels = NodeLabels(client.ApiClient()) if memo.get("npu_faults") else None
+    labels = memo.node_labels
+    memo.chip_reports = ChipReports(client.ApiClient(), capacity=labels.capacity) if labels is not None else None
     if memo.node_labels is not None:
         memo.node_labels.start()
     if memo.chip_reports is not None:
@@ -299,17 +300,14 @@ async def health_loop(
 
 
 def _unhealthy_nodes(reports: ChipReports) -> Callable[[], dict[str, str]]:
-    """The nodes new engines keep off, node -> why: those MindCluster takes out whole (health/chips.py
-    `node_unhealthy`), and those with a chip it separates once free that still counts allocatable
-    (`separating`: the successor of a drained pod would land right back on it)."""
+    """The nodes new engines keep off, node -> why (health/chips.py `keep_off`): those MindCluster takes out
+    whole, those NodeD calls PreSeparate (MindCluster's scheduler places nothing new there), and those with a
+    chip it separates once free that still counts allocatable (the successor of a drained pod would land
+    right back on it)."""
 
     def unhealthy() -> dict[str, str]:
         now = time.time()
-        return {
-            r.node: why
-            for r in reports.reports()
-            if (why := node_unhealthy(r, now=now) or separating(r, now=now)) is not None
-        }
+        return {r.node: why for r in reports.reports() if (why := keep_off(r, now=now)) is not None}
 
     return unhealthy
 

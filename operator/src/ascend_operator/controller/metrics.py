@@ -77,8 +77,9 @@ NPU_FAULTS = Gauge(
 )
 CHIP_REPORT_TIME = Gauge(
     "ascend_operator_chip_report_timestamp_seconds",
-    "DeviceInfo.UpdateTime of the Ascend device plugin's last report of a node (it rewrites it at least every "
-    "5 minutes; older than 15 the operator stops acting on it) (with --npu-faults)",
+    "When the operator saw the Ascend device plugin's report of a node change, by the operator's clock (the "
+    "plugin rewrites it at least every 5 minutes; unchanged for 15 the operator stops acting on it) "
+    "(with --npu-faults)",
     ["node"],
 )
 NODE_UNHEALTHY = Gauge(
@@ -365,8 +366,8 @@ def publish_chip_reports(reports: Iterable[NodeReport], *, now: float) -> None:
             faults.add((report.node, fault.chip, fault.level))
         if node_unhealthy(report, now=now) is not None:
             nodes.add((report.node,))
-        if report.updated is not None:
-            stamps[(report.node,)] = report.updated
+        if report.seen is not None:  # the operator's clock, as Prometheus' time(): a node's clock may be off
+            stamps[(report.node,)] = report.seen
     for labels, stamp in stamps.items():
         CHIP_REPORT_TIME.labels(*labels).set(stamp)
     for labels in _CHIP_SERIES["stamps"] - set(stamps):

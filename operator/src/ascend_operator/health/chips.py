@@ -27,9 +27,13 @@ operator does with each (docs/npu-faults.md):
 ManuallySeparateNPU, SeparateNPU, PreSeparateNPU, RestartNPU, FreeRestartNPU, RestartBusiness: the pod is
 rolled (`NPUFault`); RestartRequest: rolled once it has lasted over 60 s, as MindCluster itself waits
 (docs/en/scheduling/api/ascend_device_plugin.md:24); SubHealthFault, NotHandleFault: reported, not acted
-on. A network fault (CardNetworkUnhealthy) acts only on a multi-node group's member, whose ranks talk
-over RoCE; a single-node engine uses HCCS within the node. A node NodeD calls UnHealthy, or with more
-than half its chips faulty, is one cause, `NodeUnhealthy`, for every pod on it.
+on; NormalNPU (a chip Unhealthy with no code left, as in a hot reset): read, not acted on. A network fault
+(CardNetworkUnhealthy) acts only on a multi-node group's member, whose ranks talk over RoCE; a
+single-node engine uses HCCS within the node. A node NodeD (or ClusterD's switch view) calls UnHealthy, or
+with more than half its chips (by the node's NPU capacity) at a level that breaks the work, is one cause,
+`NodeUnhealthy`, for every pod on it. New engines keep off such a node, off a node NodeD calls
+PreSeparate, and off one whose pre-separated chip still counts allocatable (`keep_off`). Where ClusterD
+runs, its processed view is read instead (health/clusterd.py).
 """
 
 import hashlib
@@ -49,7 +53,7 @@ CHIP_RESOURCE = "huawei.com/Ascend910"
 FAULT_KEY = f"{CHIP_RESOURCE}-Fault"
 UNHEALTHY_KEY = f"{CHIP_RESOURCE}-Unhealthy"
 #: The DeviceList keys' prefix on chips whose plugin names them `huawei.com/npu` (common/device.go:513-519
-#: GetAscend910Key; customname/public_name_config.go:203-215 renames every key); chip names follow suit.
+#: GetAscend910Key; the Atlas A5 name, ascend910.go:78-83); chip names follow suit.
 NPU_RESOURCE_PREFIX = "huawei.com/npu"
 #: A data key beside DeviceInfoCfg (pkg/common/constants.go:71-72; written by kubeclient/client_server.go
 #: 199-226): comma-joined chips separated by a ManuallySeparateNPU fault, which stay separated until an
@@ -70,13 +74,22 @@ LEVELS = (
     "SubHealthFault",
     "NotHandleFault",
 )
+#: The level of a chip with no fault code left (GetFaultTypeByCode, pkg/common/fault_code.go:1171-1174;
+#: NormalNetwork for its network, :1107): the plugin still writes a `-Fault` entry for a chip it holds
+#: Unhealthy without a code (device/ascendcommon.go:777-787), as during a hot reset. Read, never acted on.
+NORMAL = ("NormalNPU", "NormalNetwork")
 #: Levels at which the pod goes.
 ACTED_ON = frozenset(LEVELS[:6])
-#: Of those, the level whose chip still works for the pod using it: the plugin keeps reporting a
-#: PreSeparateNPU chip Healthy while a pod uses it and separates it once free (ascend-device-plugin
-#: device/ascendcommon.go `isHealthy`; the docs: "pre-isolate the chip; whether to reschedule is decided by
-#: the job's actual running status"). Its pod is drained, not cut off. Every other acted-on level breaks
-#: or restarts the work on the chip (FreeRestartNPU: "service execution is affected").
+#: Of those, the level whose chip still works for the pod using it (the docs: "pre-isolate the chip; whether
+#: to reschedule is decided by the job's actual running status"; the hot reset skips it, server/
+#: hot_reset_manager.go:139-142). Its pod is drained, not cut off. How the plugin reports the chip to the
+#: kubelet depends on who scheduled the pod (device/ascendcommon.go:1137-1149 isHealthy, 1160-1174
+#: npuIsUsedNow): Healthy while a pod's `huawei.com/Ascend910` annotation names it, an annotation only
+#: Volcano's scheduler writes (the plugin writes `huawei.com/AscendReal` and `huawei.com/kltDev`,
+#: ascendcommon.go:1002-1003; `huawei.com/npu` on Atlas A5, ascend910.go:78-83); without Volcano, Unhealthy
+#: at once. Either way the chip keeps working for the pod (the kubelet evicts nothing for an unhealthy
+#: device). Every other acted-on level breaks or restarts the work on the chip (FreeRestartNPU: "service
+#: execution is affected").
 DRAINED = frozenset({"PreSeparateNPU"})
 #: Acted on once the fault has lasted this long (MindCluster reschedules an inference job after 60 s).
 RESTART_REQUEST = "RestartRequest"
@@ -84,11 +97,17 @@ RESTART_REQUEST_SECONDS = 60.0
 NETWORK = "CardNetworkUnhealthy"
 #: NodeD's status of a node that must not run workloads.
 NODE_UNHEALTHY = "UnHealthy"
+#: NodeD's status of a sub-healthy node (noded/pkg/common/constants.go:86-87, control/faultcontrol/fault.go
+#: 181-193): its pods run on, but MindCluster's scheduler places nothing new there (ascend-for-volcano
+#: internal/rescheduling/reschedule.go:860-863 refuses a node whose NodeD status is PreSeparate).
+NODE_PRESEPARATE = "PreSeparate"
 #: The plugin rewrites its report on every change and, unchanged, every 5 minutes (device/ascendcommon.go
-#: 385-388, defaultUpdateTimeInterval), stamping DeviceInfo.UpdateTime (common/device.go:149). A report
-#: older than three of those rewrites is a plugin that stopped (crashed, evicted, its node cut off): what it
-#: says is no longer known to be true, so its faults are reported and not acted on (an engine on a chip that
-#: really failed still stops progressing, which the engine's own detectors catch).
+#: 385-388, defaultUpdateTimeInterval), stamping DeviceInfo.UpdateTime with the node's clock
+#: (device/ascendcommon.go:430, getNodeDeviceInfoCache), so the report changes at least that often. A report
+#: this operator has not seen change for three of those rewrites (timed by its own clock from when it saw
+#: the change: the node's clock may be off by any amount) is a plugin that stopped (crashed, evicted, its
+#: node cut off): what it says is no longer known to be true, so its faults are reported and not acted on
+#: (an engine on a chip that really failed still stops progressing, which the engine's own detectors catch).
 STALE_SECONDS = 900.0
 
 
@@ -114,7 +133,17 @@ class NodeReport:
     node_status: str = "Healthy"
     problems: tuple[str, ...] = ()
     updated: float | None = None
-    """DeviceInfo.UpdateTime: epoch seconds of the plugin's last write, None when it gave none."""
+    """DeviceInfo.UpdateTime: epoch seconds of the plugin's last write by the node's clock, None if not given."""
+    seen: float | None = None
+    """This operator's clock when it saw the plugin's report change (clients/chip_reports.py), None when it
+    has no report: what staleness is judged by."""
+    chips_per_node: int | None = None
+    """The node's NPUs as its capacity lists them (the plugin registers every chip, healthy or not), None
+    when unknown: the "more than half faulty" rule then waits for it."""
+    switch_status: str = "Healthy"
+    """The node's switch status as ClusterD passes it on (health/clusterd.py); UnHealthy takes the node out."""
+    source: str = "the Ascend device plugin"
+    """Who this operator read the chips from: the plugin's own ConfigMap, or ClusterD's processed view."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +164,7 @@ def _severity(level: str) -> int:
 
 def _fault(entry: Mapping[str, object]) -> ChipFault | None:
     chip, level = entry.get("npu_name"), entry.get("fault_handling") or entry.get("fault_level")
-    if not isinstance(chip, str) or not isinstance(level, str) or level not in LEVELS:
+    if not isinstance(chip, str) or not isinstance(level, str) or level not in (*LEVELS, *NORMAL):
         return None
     codes = tuple(c for c in str(entry.get("fault_code") or "").split(",") if c)
     times = entry.get("fault_time_and_level_map")
@@ -187,28 +216,49 @@ def parse_device_info(node: str, data: Mapping[str, str] | None) -> NodeReport:
         return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}: not the plugin's DeviceInfo JSON",))
     if (altered := _altered(doc, "DeviceInfo")) is not None:
         return NodeReport(node=node, problems=(f"{DEVICE_INFO_KEY}.{altered}",))
-    prefix = NPU_RESOURCE_PREFIX if f"{NPU_RESOURCE_PREFIX}-Fault" in devices else CHIP_RESOURCE
+    return read_device_list(node, doc["DeviceInfo"], manually=(data or {}).get(MANUALLY_SEPARATED_KEY))
+
+
+def read_device_list(
+    node: str, device_info: Mapping[str, object], *, manually: str | None = None, where: str = DEVICE_INFO_KEY
+) -> NodeReport:
+    """A DeviceInfo ({"DeviceList": ..., "UpdateTime": ...}) as the plugin wrote it or ClusterD passed it on,
+    `manually` the chips an administrator has yet to release; `where` names it in problems."""
+    devices = device_info.get("DeviceList")
+    devices = devices if isinstance(devices, Mapping) else {}
+    stamp = device_info.get("UpdateTime")
+    updated = float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
+    prefix = next((p for p in (CHIP_RESOURCE, NPU_RESOURCE_PREFIX) if f"{p}-Fault" in devices), None)
+    if prefix is None:
+        if renamed := sorted(str(k).removesuffix("-Fault") for k in devices if str(k).endswith("-Fault")):
+            # deviceNameCustomization.json renames every key and chip (next/devicefactory/customname/
+            # public_name_config.go:30, 204-230): faults under a name this operator does not know are unknown
+            problem = (
+                f"{where}.DeviceList: resource name {', '.join(renamed)} (renamed by the plugin's "
+                f"deviceNameCustomization.json) is not {CHIP_RESOURCE} or {NPU_RESOURCE_PREFIX}: its chips' "
+                "faults are unknown to this operator, not read as none"
+            )
+            return NodeReport(node=node, problems=(problem,), updated=updated)
+        prefix = CHIP_RESOURCE
     fault_key, unhealthy_key = f"{prefix}-Fault", f"{prefix}-Unhealthy"
     problems: list[str] = []
     entries: list[object] = []
     try:
-        parsed = json.loads(devices.get(fault_key) or "[]")
+        parsed = json.loads(str(devices.get(fault_key) or "[]"))
         entries = parsed if isinstance(parsed, list) else []
     except ValueError:
-        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: not a JSON list")
+        problems.append(f"{where}.DeviceList[{fault_key}]: not a JSON list")
     faults = [f for e in entries if isinstance(e, Mapping) and (f := _fault(e)) is not None]
     if len(faults) < len(entries):
-        problems.append(f"{DEVICE_INFO_KEY}.DeviceList[{fault_key}]: {len(entries) - len(faults)} entries unread")
-    faults += _manually_separated(data, already={f.chip for f in faults if f.level == MANUALLY_SEPARATED})
+        problems.append(f"{where}.DeviceList[{fault_key}]: {len(entries) - len(faults)} entries unread")
+    faults += _manually_separated(manually, already={f.chip for f in faults if f.level == MANUALLY_SEPARATED})
     unhealthy = frozenset(c for c in str(devices.get(unhealthy_key) or "").split(",") if c)
-    stamp = doc["DeviceInfo"].get("UpdateTime")
-    updated = float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None
     return NodeReport(node=node, faults=tuple(faults), unhealthy=unhealthy, problems=tuple(problems), updated=updated)
 
 
-def _manually_separated(data: Mapping[str, str] | None, *, already: set[str]) -> list[ChipFault]:
+def _manually_separated(manually: str | None, *, already: set[str]) -> list[ChipFault]:
     """The chips an administrator has yet to release (the ManuallySeparateNPU key), as faults at that level."""
-    listed = [c.strip() for c in str((data or {}).get(MANUALLY_SEPARATED_KEY) or "").split(",") if c.strip()]
+    listed = [c.strip() for c in str(manually or "").split(",") if c.strip()]
     return [
         ChipFault(chip=chip, level=MANUALLY_SEPARATED, codes=(), network=False, since=None)
         for chip in dict.fromkeys(listed)
@@ -253,25 +303,29 @@ def node_report(node: str, device_info: Mapping[str, str] | None, node_info: Map
 
 
 def stale(report: NodeReport, *, now: float) -> str | None:
-    """Why the plugin's report of the node is no longer believed (older than STALE_SECONDS), else None."""
-    if report.updated is None or now - report.updated <= STALE_SECONDS:
+    """Why the plugin's report of the node is no longer believed (this operator has not seen it change for
+    STALE_SECONDS by its own clock), else None."""
+    if report.seen is None or now - report.seen <= STALE_SECONDS:
         return None
     return (
-        f"the Ascend device plugin's report of node {report.node} is {now - report.updated:.0f}s old (it rewrites "
-        f"it at least every 300s): the plugin has stopped, its faults are not acted on"
+        f"the Ascend device plugin's report of node {report.node} has not changed for {now - report.seen:.0f}s "
+        f"(it rewrites it at least every 300s): the plugin has stopped, its faults are not acted on"
     )
 
 
-def node_unhealthy(report: NodeReport, *, now: float, chips_per_node: int = 8) -> str | None:
-    """Why the whole node is out (NodeD says so, or more than half its chips have faults acted on in a report
-    that is not stale), else None."""
+def node_unhealthy(report: NodeReport, *, now: float) -> str | None:
+    """Why the whole node is out (NodeD says so, or more than half its chips, by its capacity, have faults
+    that break their work in a report that is not stale), else None. A PreSeparateNPU chip does not count:
+    it still works, and its pod is drained, not cut off with the node's."""
     if report.node_status == NODE_UNHEALTHY:
         return f"NodeD reports node {report.node} {NODE_UNHEALTHY}"
-    if stale(report, now=now) is not None:
+    if report.switch_status == NODE_UNHEALTHY:
+        return f"ClusterD reports node {report.node}'s switch {NODE_UNHEALTHY}"
+    if stale(report, now=now) is not None or report.chips_per_node is None:
         return None
-    bad = sorted({f.chip for f in report.faults if f.level in ACTED_ON and not f.network})
-    if len(bad) > chips_per_node // 2:
-        return f"{len(bad)} of {chips_per_node} chips of node {report.node} are faulty ({', '.join(bad)})"
+    bad = sorted({f.chip for f in report.faults if f.level in ACTED_ON - DRAINED and not f.network})
+    if len(bad) > report.chips_per_node // 2:
+        return f"{len(bad)} of {report.chips_per_node} chips of node {report.node} are faulty ({', '.join(bad)})"
     return None
 
 
@@ -291,12 +345,23 @@ def separating(report: NodeReport, *, now: float) -> str | None:
     )
 
 
-def judge_chips(
-    report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float, chips_per_node: int = 8
-) -> ChipFinding | None:
+def keep_off(report: NodeReport, *, now: float) -> str | None:
+    """Why new engines keep off the node, else None: MindCluster takes it out whole (`node_unhealthy`), NodeD
+    calls it PreSeparate (MindCluster's scheduler places nothing new there), or a chip to separate once free
+    still counts allocatable (`separating`)."""
+    if (why := node_unhealthy(report, now=now)) is not None:
+        return why
+    if report.node_status == NODE_PRESEPARATE:
+        return (
+            f"NodeD reports node {report.node} {NODE_PRESEPARATE} (sub-healthy: MindCluster places nothing new there)"
+        )
+    return separating(report, now=now)
+
+
+def judge_chips(report: NodeReport, chips: Iterable[str], *, group_member: bool, now: float) -> ChipFinding | None:
     """The pod's hardware verdict: None, its node (the judge's NodeUnhealthy), or its most serious chip
     fault (NPUFault; NPUPreSeparate when every fault acted on leaves the chip working for the pod)."""
-    if (why := node_unhealthy(report, now=now, chips_per_node=chips_per_node)) is not None:
+    if (why := node_unhealthy(report, now=now)) is not None:
         return ChipFinding(node_wide=True, message=why)
     if stale(report, now=now) is not None:
         return None
@@ -309,7 +374,7 @@ def judge_chips(
     kind = "network fault" if worst.network else "fault"
     message = (
         f"chip {worst.chip} on node {report.node}: {kind} at level {worst.level} "
-        f"(codes {', '.join(worst.codes) or 'none given'}), reported by the Ascend device plugin"
+        f"(codes {', '.join(worst.codes) or 'none given'}), reported by {report.source}"
     )
     return ChipFinding(node_wide=False, message=message, chip=worst.chip, level=worst.level, drain=not breaking)
 

@@ -1,0 +1,3 @@
+module mindcluster-fixtures
+
+go 1.26
