@@ -27,7 +27,9 @@ from tests.ansible._standin import STANDIN_DIR
 pytestmark = pytest.mark.ansible
 
 VERSIONS = ["23.0.6", "24.1.rc2", "24.1.rc3", "24.1.0", "24.1.1", "24.1", "25.5.1", "26.0.rc1", "26.0.0",
-            "24.1.RC2", "25", "25.5.x", "", "24.1.rc2.b060", "100.0.0"]  # fmt: skip
+            "24.1.RC2", "25", "25.5.x", "", "24.1.rc2.b060", "100.0.0",
+            # the label's raw DCMI forms (server/manager.go:304-306): upper-case rc, a build of a version
+            "26.0.RC1", "24.1.rc3.B061", "25.5.1.b030", "24.1.b060", "24.1.b060.1"]  # fmt: skip
 
 
 KEY_LINE = re.compile(r"KEY\|(?P<version>[^|]*)\|(?P<key>[^|]*)\|(?P<valid>True|False)")

@@ -47,6 +47,14 @@ NODES = [
         ("23.0.6", "24.1.rc2", False),
         ("24.1.10", "24.1.9", True),  # numbers, not strings
         ("garbage", "24.1.0", False),
+        # the forms the plugin's label takes (its raw dcmi_get_dcmi_version string: server/manager.go:304-306)
+        ("26.0.RC1", "26.0.rc1", True),  # upper-case rc
+        ("26.0.RC1", "26.0.0", False),
+        ("24.1.rc3.b060", "24.1.rc3", True),  # a build of rc3
+        ("24.1.rc3", "24.1.rc3.b060", False),
+        ("24.1.rc3.b060", "24.1.rc3.b061", False),
+        ("24.1.rc3.b060", "24.1.0", False),  # still an rc
+        ("24.1.b060", "24.1.0", False),  # a build needs a version before it: 24.1.b060 is not one
     ],
 )
 def test_driver_versions_compare_as_versions(version: str, minimum: str, ok: bool) -> None:

@@ -26,13 +26,21 @@ CHIP_LABEL = CHIP_NAME_LABEL
 #: The `In` value when no node meets the minimum: a valid label value no plugin writes, so the pod stays
 #: Pending (and its status says why) instead of landing on a node that does not fit.
 NO_VERSION = "none-meets-the-minimum"
-_PART = re.compile(r"^(rc)?([0-9]+)$")
+#: A part of a driver version as the plugin's label carries it: the raw `dcmi_get_dcmi_version` string
+#: (ascend-device-plugin server/manager.go:304-306, devmanager/dcmi/dcmi.go:2265-2272), e.g. 24.1.rc3,
+#: 26.0.RC1 (upper-case rc) or 24.1.rc3.b060 (a build of that rc).
+_PART = re.compile(r"^(rc)?([0-9]+)$", re.IGNORECASE)
+_BUILD = re.compile(r"^b([0-9]+)$", re.IGNORECASE)
 
 
 def version_key(version: str) -> tuple[int, ...] | None:
-    """A comparable key for a driver version (24.1.rc2 < 24.1.0 < 24.1.1 < 25.5.1); None when it is not one.
-    An rc precedes the release of the same numbers."""
+    """A comparable key for a driver version (24.1.rc2 < 24.1.rc2.b060 < 24.1.0 < 24.1.1 < 25.5.1); None when
+    it is not one. An rc (any case) precedes the release of the same numbers; a last `bNNN` part is a build of
+    what precedes it, later than that version without one."""
     parts = version.split(".")
+    build = _BUILD.match(parts[-1]) if len(parts) > 3 else None  # a build of a whole version (x.y.z.bNNN)
+    if build is not None:
+        parts = parts[:-1]
     if len(parts) < 2:
         return None
     key: list[int] = []
@@ -42,7 +50,7 @@ def version_key(version: str) -> tuple[int, ...] | None:
             return None
         rc, number = match.groups()
         key += [0 if rc else 1, int(number)]
-    return tuple(key)
+    return tuple(key) + ((2, int(build.group(1))) if build is not None else ())
 
 
 def meets(version: str, minimum: str) -> bool:
