@@ -451,3 +451,46 @@ def test_a_pre_separated_chip_drains_its_pod_and_the_request_in_flight_completes
     assert [r["reason"] for r in rolls] == ["NPUPreSeparate"], rolls
     print(f"\n[npu] PreSeparateNPU ({'with' if volcano else 'without'} Volcano) report -> drain: "
           f"{t_drain - t_fault:.1f}s, -> roll record: {t_roll - t_fault:.1f}s")  # fmt: skip
+
+
+def test_a_node_noded_calls_preseparate_takes_no_new_engine_and_keeps_the_one_it_has(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    npu_operator: tuple[Proc, int],
+    attach: Callable[..., Proc],
+) -> None:
+    """NodeD's PreSeparate is a sub-healthy node (noded control/faultcontrol/fault.go:181-193): MindCluster's
+    scheduler places nothing new there (ascend-for-volcano internal/rescheduling/reschedule.go:860-863) and
+    its pods run on. The replica on such a node is not rolled; a new replica is created kept off both
+    nodes by name and stays Pending while the only free node is PreSeparate."""
+    nodes = serving(cluster, namespace, add_nodes, attach, nodes=2, health=FAST)
+    first = live(cluster, namespace)[0]
+    busy = first["spec"]["nodeName"]
+    spare = next(n for n in nodes if n != busy)
+    mount_chips(cluster, namespace, first)
+    plugin_report(cluster, busy, [])
+    fault = {"DeviceType": "CPU", "DeviceId": 1, "FaultCode": ["00000011"], "FaultLevel": "PreSeparateFault"}
+    for node in nodes:
+        noded_report(cluster, node, "PreSeparate", [fault])
+    more_passes(npu_operator[1], health=2, reconcile=2)  # the operator has read both reports
+    cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+
+    def fence(pod: dict[str, Any]) -> list[str]:
+        """The node names the pod's required node affinity excludes (render/fitness.py with_fitness)."""
+        node = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+        terms = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+        return [v for t in terms for f in t.get("matchFields") or [] if f["operator"] == "NotIn" for v in f["values"]]
+
+    def second() -> dict[str, Any] | None:
+        return next((p for p in live(cluster, namespace) if p["metadata"]["uid"] != first["metadata"]["uid"]), None)
+
+    # with two nodes kept off, the API server refused the pod while the fence was one NotIn of two values
+    new = wait_for(second, timeout=60, message="the second replica created")
+    assert sorted(fence(new)) == sorted(nodes), new["spec"].get("affinity")
+    more_passes(npu_operator[1], health=5, reconcile=2)
+    placed = [p["spec"].get("nodeName") for p in live(cluster, namespace)]
+    assert spare not in placed, f"a new engine was placed on the node NodeD calls PreSeparate: {placed}"
+    assert not (ais(cluster, namespace, "svc").get("status") or {}).get("rolls")
+    kept = next(p for p in live(cluster, namespace) if p["metadata"]["uid"] == first["metadata"]["uid"])
+    assert gate(kept) == "True/CanaryPassing"

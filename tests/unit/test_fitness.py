@@ -225,7 +225,7 @@ async def test_a_node_mindcluster_took_out_is_kept_off_new_pods_without_restarti
 
 def test_the_fence_joins_the_users_terms_and_the_requirements() -> None:
     mine = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["atlas-0", "atlas-1"]}]}
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["atlas-9"]}]}
     ]}}}  # fmt: skip
     chip = [{"key": CHIP_LABEL, "operator": "In", "values": ["910B3"]}]
     merged = with_fitness(mine, chip, avoid_nodes=["atlas-1", "atlas-0", "atlas-1"])
@@ -233,8 +233,10 @@ def test_the_fence_joins_the_users_terms_and_the_requirements() -> None:
     (term,) = merged["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term == {
         "matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["atlas-0", "atlas-1"]},
-            {"key": "metadata.name", "operator": "NotIn", "values": ["atlas-0", "atlas-1"]},
+            {"key": "metadata.name", "operator": "NotIn", "values": ["atlas-9"]},
+            # one node per requirement: the API server refuses a field selector's NotIn of two values
+            {"key": "metadata.name", "operator": "NotIn", "values": ["atlas-0"]},
+            {"key": "metadata.name", "operator": "NotIn", "values": ["atlas-1"]},
         ],
         "matchExpressions": chip,
     }

@@ -134,9 +134,10 @@ class RuntimeSpec(ApiModel):
         pattern=r"^[0-9]+\.[0-9]+((\.([rR][cC])?[0-9]+){1,2}(\.[bB][0-9]+)?)?$",
         max_length=32,
         description="Place engines only on nodes whose NPU driver is at least this version, as the Ascend "
-        "device plugin labels it (`huawei.com/driver.version`, e.g. 24.1.rc2, 26.0.RC1, 24.1.rc3.b060 or 25.5.1; an "
-        "rc is older than its release, a build bNNN newer than the same version without one). The scheduler cannot compare versions, so the operator (with `--npu-faults`, which "
-        "reads the nodes) renders the versions present in the cluster that meet it; a Pending pod's status "
+        "device plugin labels it (`huawei.com/driver.version`, e.g. 24.1.rc2, 26.0.RC1, 24.1.rc3.b060 or "
+        "25.5.1; an rc is older than its release, a build bNNN newer than the same version without one). The "
+        "scheduler cannot compare versions, so the operator (with `--npu-faults`, which reads the nodes) renders "
+        "the versions present in the cluster that meet it; a Pending pod's status "
         "says when no node does (docs/npu-faults.md).",
     )
     chip_name: LabelValue | None = Field(

@@ -109,7 +109,10 @@ def with_fitness(
     node = dict(merged.get("nodeAffinity") or {})
     required = dict(node.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
     selector_terms = [dict(t) for t in required.get("nodeSelectorTerms") or [{}]]
-    fence = [{"key": "metadata.name", "operator": "NotIn", "values": sorted(set(avoid_nodes))}] if avoid_nodes else []
+    # one requirement per node: the API server refuses a field selector's NotIn with more than one value
+    # (pkg/apis/core/validation validateNodeFieldSelectorRequirement: "must be only one value when `operator`
+    # is 'In' or 'NotIn' for node field selector"); the requirements of a term are ANDed
+    fence = [{"key": "metadata.name", "operator": "NotIn", "values": [node]} for node in sorted(set(avoid_nodes))]
     for term in selector_terms:
         if terms:
             term["matchExpressions"] = [*(term.get("matchExpressions") or []), *terms]
