@@ -57,7 +57,8 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     expected.append((NAME_VALIDATION["rule"], NAME_VALIDATION["message"]))
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
     # metadata.name, and every rule but the two over the free-form additionalConfig.extra map and env
-    assert len(expected) == 27  # 19, and 8 of spec.disaggregation (validation/pd_rules.py)
+    # 19, 8 of spec.disaggregation (validation/pd_rules.py), 2 of the partial prefills (validation/prefill_rules.py)
+    assert len(expected) == 29
 
 
 @pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])
