@@ -19,7 +19,8 @@ of a request sent into a hang).
 
 Besides, the mechanism the seed's mixed workload depends on: short prompts sent during a long chunked prefill
 wait for all of it without `--long-prefill-token-threshold` and run in its first steps with it, on both
-engines, by ratios within SHARE_TOLERANCE (prefill_share.py; seen: vllm 14.8, aissim 20.5).
+engines, by drops within SHARE_TOLERANCE (prefill_share.py; seen: a short prompt WAITING 0.783 / 0.768 of
+the long prefill on vllm / aissim without the threshold, 0.000 on both with it).
 
 Cost: one real engine for the scenario (~3.7 GB, 45-100 s to start on 2 cores) and one simulator; the
 scenario runs on both at once (~30 s). A second pair with the threshold (a startup flag) for that test: one
@@ -254,10 +255,11 @@ SIGTERM_MAX_TOKENS = 300
 #: The second pair: the same args plus `--long-prefill-token-threshold` (a startup flag).
 REAL_THRESHOLD = ("127.0.0.73", 8000)
 SIM_THRESHOLD = ("127.0.0.74", 8000)
-#: How far the engines' with/without ratios may lie apart: the ratio is ~(long prompt / threshold) steps over
-#: the 1-2 steps a short prompt takes, so which step a short prompt lands in (its HTTP request racing the step
-#: loop) alone moves it 2x on either engine; a scheduler that ignored the threshold would be off by ~30x.
-SHARE_TOLERANCE = 3.0
+#: How far apart the two engines' drops may be: the drop is the share of the long prefill a short prompt
+#: waits for, without the threshold minus with it (~0.7-0.9 minus ~one step's share); it moves with when the
+#: short prompts reach the engine core (their HTTP requests race the long prefill), by ~0.2 on a loaded machine.
+#: A scheduler that ignored the threshold would show a drop of ~0.
+SHARE_TOLERANCE = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -271,8 +273,8 @@ def threshold_targets(real_vllm: str, tmp_path_factory: pytest.TempPathFactory) 
 def test_the_long_prefill_threshold_lets_short_prompts_past_a_long_one_on_both_engines(
     targets: list[sc.Target], threshold_targets: list[sc.Target]
 ) -> None:
-    """Without the threshold the short prompts wait for the long prompt's whole prefill, with it they run in
-    its first steps, on the real engine and on aissim, by ratios within SHARE_TOLERANCE of each other."""
+    """Without the threshold the short prompts wait for the rest of the long prompt's prefill, with it they run
+    in its next step, on the real engine and on aissim, by drops within SHARE_TOLERANCE of each other."""
     shares = {
         (t.name, label): prefill_share.measure(t, seed=3000 + 10 * i)
         for i, (label, pair) in enumerate((("without", targets), ("with", threshold_targets)))
@@ -280,16 +282,17 @@ def test_the_long_prefill_threshold_lets_short_prompts_past_a_long_one_on_both_e
     }
     for (name, label), share in shares.items():
         shorts = " ".join(f"{s:.3f}" for s in share.shorts)
-        print(f"[fidelity] threshold {label:7} {name:6} shorts {shorts} s, long rest {share.long_rest:.3f} s, "
+        print(f"[fidelity] threshold {label:7} {name:6} shorts {shorts} s, long rest {share.long_rest:.3f} of "
+              f"{share.long_total:.3f} s; engine: queued {share.queued:.3f} s, prefill {share.prefilling:.3f} s, "
               f"fraction {share.fraction:.3f}")  # fmt: skip
-    ratios = {}
+    drops = {}
     for name in ("vllm", "aissim"):
         without, with_ = shares[(name, "without")].fraction, shares[(name, "with")].fraction
-        assert without > 0.8, f"{name}: without the threshold short prompts did not wait for the long one"
-        assert with_ < 0.25, f"{name}: with the threshold short prompts still waited for the long one"
-        ratios[name] = without / with_
-    print(f"[fidelity] threshold ratio without/with: vllm {ratios['vllm']:.1f}, aissim {ratios['aissim']:.1f}")
-    assert 1 / SHARE_TOLERANCE <= ratios["vllm"] / ratios["aissim"] <= SHARE_TOLERANCE, ratios
+        assert without > 0.5, f"{name}: without the threshold short prompts did not wait for the long one"
+        assert with_ < 0.1, f"{name}: with the threshold short prompts still waited for the long one"
+        drops[name] = without - with_
+    print(f"[fidelity] threshold drop without-with: vllm {drops['vllm']:.3f}, aissim {drops['aissim']:.3f}")
+    assert 1 / SHARE_TOLERANCE <= drops["vllm"] / drops["aissim"] <= SHARE_TOLERANCE, drops
 
 
 def _sigterm_mid_stream(t: sc.Target) -> dict[str, Any]:
