@@ -9,7 +9,8 @@ waits behind it. `--max-num-partial-prefills` / `--max-long-partial-prefills` ot
 
 import pytest
 
-from aissim.args import ArgsError, parse_serve_args
+from aissim.args import UnsupportedFeature, parse_serve_args
+from aissim.cli import main
 from aissim.kvcache import KVPool, PrefixCache
 from aissim.scheduler import Scheduler, SimRequest, StepPlan
 from aissim.specdecode import AcceptanceStream
@@ -94,6 +95,9 @@ def test_the_threshold_caps_a_speculative_decode_and_its_verified_drafts() -> No
 
 @pytest.mark.parametrize("flag", ["--max-num-partial-prefills", "--max-long-partial-prefills"])
 def test_concurrent_partial_prefills_do_not_start(flag: str) -> None:
-    with pytest.raises(ArgsError, match="Concurrent Partial Prefill is not supported"):
+    """vLLM 0.25.1 on CPU, seen: `NotImplementedError: Concurrent Partial Prefill is not supported. We recommend
+    to remove Concurrent Partial Prefill from your config.` and exit 1."""
+    with pytest.raises(UnsupportedFeature, match="Concurrent Partial Prefill is not supported"):
         parse_serve_args(["/m", flag, "2"], env={})
+    assert main(["serve", "/m", flag, "2"]) == 1
     assert parse_serve_args(["/m", flag, "1"], env={}).max_num_seqs == 256
