@@ -17,41 +17,34 @@ Values differ by design (CPU vs calibrated Ascend timings, a byte vs a DeepSeek 
 compared, except where a value is the behaviour itself (a hung engine's frozen gauges, the queue time
 of a request sent into a hang).
 
-Cost: one real engine for the module (~3.7 GB, 45-100 s to start on 2 cores) and one simulator; the
-scenario runs on both at once (~30 s).
+Besides, the mechanism the seed's mixed workload depends on: short prompts sent during a long chunked prefill
+wait for all of it without `--long-prefill-token-threshold` and run in its first steps with it, on both
+engines, by drops within SHARE_TOLERANCE (prefill_share.py; seen: a short prompt WAITING 0.783 / 0.768 of
+the long prefill on vllm / aissim without the threshold, 0.000 on both with it).
+
+Cost: one real engine for the scenario (~3.7 GB, 45-100 s to start on 2 cores) and one simulator; the
+scenario runs on both at once (~30 s). A second pair with the threshold (a startup flag) for that test: one
+more engine start, then ~5 s of requests.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import itertools
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from aissim import realengine
-from ascend_operator.api.parse import parse_resource
-from ascend_operator.render.args import build_engine_args
-from harness.cluster import wait_for
-from harness.engines import process
+from tests.fidelity import engines, prefill_share
 from tests.fidelity import scenario as sc
-from tests.real.engines import Engine, get, wait_healthy
+from tests.fidelity.engines import serve_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
 REAL = ("127.0.0.71", 8000)
 SIM = ("127.0.0.72", 8000)
 
@@ -68,94 +61,11 @@ CACHE_CONFIG_VALUES = {
 CACHE_CONFIG_MAY_BE_NONE = {"kv_cache_memory_bytes"}
 
 
-def serve_args() -> list[str]:
-    """The production example as the operator renders it (`serve MODEL ...`), without DSpark (the CPU
-    engine has no draft head), with 4 sequences and 256-token batches (a long prompt prefills in chunks)."""
-    body = yaml.safe_load(EXAMPLE.read_text())
-    engine = body["spec"]["engine"]
-    engine.pop("speculative")
-    engine["maxNumSeqs"] = 4
-    engine["maxNumBatchedTokens"] = 256
-    return build_engine_args(parse_resource(body).spec)
-
-
-def _start_real(python: str, args: list[str], tmp: Path) -> Engine:
-    """The real engine as `tests.real.engines.start_engine` starts it, plus the pod's Secret (the API key)."""
-    host, port = REAL
-    argv = realengine.command(python, args, host=host, port=port, cache=tmp / "models")
-    log = tmp / "vllm.log"
-    env = realengine.environment(os.environ, {"VLLM_API_KEY": sc.KEY})
-    popen = subprocess.Popen(argv, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-    return Engine(popen=popen, host=host, port=port, log=log)
-
-
-def _start_sim(args: list[str], tmp: Path) -> subprocess.Popen[bytes]:
-    host, port = SIM
-    env = {**os.environ, "AIS_SIM_BIND_HOST": host, "AIS_SIM_BIND_PORT": str(port), "VLLM_API_KEY": sc.KEY}
-    argv = [sys.executable, "-m", "aissim", *args, "--sim-time-scale", "1"]
-    log = (tmp / "aissim.log").open("ab")
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop_sim(popen: subprocess.Popen[bytes]) -> None:
-    if popen.poll() is None:
-        popen.terminate()
-    try:
-        popen.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        popen.kill()
-        popen.wait()
-
-
-def _sim_fault(base: str, method: str, body: dict[str, Any] | None = None) -> None:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + "/sim/faults", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert resp.status == 200, resp.read()
-
-
 @pytest.fixture(scope="module")
 def targets(real_vllm: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[sc.Target]]:
     """The real engine and the simulator, started together from the same args; stopped by PID/group."""
-    tmp = tmp_path_factory.mktemp("fidelity")
-    args = serve_args()
-    t0 = time.monotonic()
-    real = _start_real(real_vllm, args, tmp)
-    sim = _start_sim(args, tmp)
-    core: int | None = None
-    try:
-        sim_base = f"http://{SIM[0]}:{SIM[1]}"
-        wait_for(lambda: sim.poll() is None and get(f"{sim_base}/health")[0] == 200, timeout=60, interval=0.2,
-                 message="aissim healthy")  # fmt: skip
-        real_ready = wait_healthy(real)
-        print(f"\n[fidelity] real engine healthy after {real_ready:.0f}s; both up after {time.monotonic() - t0:.0f}s")
-        core = process(real.popen.pid, "VLLM::EngineCore")
-        pid = core
-        yield [
-            sc.Target(
-                "vllm",
-                real.base,
-                lambda: os.kill(pid, signal.SIGSTOP),
-                lambda: os.kill(pid, signal.SIGCONT),
-                terminate=lambda: real.popen.send_signal(signal.SIGTERM),
-                running=lambda: real.popen.poll() is None,
-            ),
-            sc.Target(
-                "aissim",
-                sim_base,
-                lambda: _sim_fault(sim_base, "POST", {"fault": "hang"}),
-                lambda: _sim_fault(sim_base, "DELETE"),
-                terminate=lambda: sim.send_signal(signal.SIGTERM),
-                running=lambda: sim.poll() is None,
-            ),
-        ]
-    finally:
-        if core is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(core, signal.SIGCONT)  # a stopped EngineCore would sit out the SIGTERM
-        real.stop()
-        _stop_sim(sim)
+    with engines.pair(real_vllm, serve_args(), tmp_path_factory.mktemp("fidelity"), real_at=REAL, sim_at=SIM) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
@@ -340,6 +250,49 @@ EXIT_PATIENCE_SECONDS = 60.0
 #: What the SIGTERM test asks for: a few seconds of decoding on either engine, well inside the 45 s the
 #: rendered `--shutdown-timeout` gives a drain (examples/dsv4-flash.yaml takes the default).
 SIGTERM_MAX_TOKENS = 300
+
+
+#: The second pair: the same args plus `--long-prefill-token-threshold` (a startup flag).
+REAL_THRESHOLD = ("127.0.0.73", 8000)
+SIM_THRESHOLD = ("127.0.0.74", 8000)
+#: How far apart the two engines' drops may be: the drop is the share of the long prefill a short prompt
+#: waits for, without the threshold minus with it (~0.7-0.9 minus ~one step's share); it moves with when the
+#: short prompts reach the engine core (their HTTP requests race the long prefill), by ~0.2 on a loaded machine.
+#: A scheduler that ignored the threshold would show a drop of ~0.
+SHARE_TOLERANCE = 1.5
+
+
+@pytest.fixture(scope="module")
+def threshold_targets(real_vllm: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[sc.Target]]:
+    args = serve_args(longPrefillTokenThreshold=prefill_share.THRESHOLD)
+    tmp = tmp_path_factory.mktemp("threshold")
+    with engines.pair(real_vllm, args, tmp, real_at=REAL_THRESHOLD, sim_at=SIM_THRESHOLD) as pair:
+        yield pair
+
+
+def test_the_long_prefill_threshold_lets_short_prompts_past_a_long_one_on_both_engines(
+    targets: list[sc.Target], threshold_targets: list[sc.Target]
+) -> None:
+    """Without the threshold the short prompts wait for the rest of the long prompt's prefill, with it they run
+    in its next step, on the real engine and on aissim, by drops within SHARE_TOLERANCE of each other."""
+    shares = {
+        (t.name, label): prefill_share.measure(t, seed=3000 + 10 * i)
+        for i, (label, pair) in enumerate((("without", targets), ("with", threshold_targets)))
+        for t in pair
+    }
+    for (name, label), share in shares.items():
+        shorts = " ".join(f"{s:.3f}" for s in share.shorts)
+        print(f"[fidelity] threshold {label:7} {name:6} shorts {shorts} s, long rest {share.long_rest:.3f} of "
+              f"{share.long_total:.3f} s; engine: queued {share.queued:.3f} s, prefill {share.prefilling:.3f} s, "
+              f"fraction {share.fraction:.3f}")  # fmt: skip
+    drops = {}
+    for name in ("vllm", "aissim"):
+        without, with_ = shares[(name, "without")].fraction, shares[(name, "with")].fraction
+        assert without > 0.5, f"{name}: without the threshold short prompts did not wait for the long one"
+        assert with_ < 0.1, f"{name}: with the threshold short prompts still waited for the long one"
+        drops[name] = without - with_
+    print(f"[fidelity] threshold drop without-with: vllm {drops['vllm']:.3f}, aissim {drops['aissim']:.3f}")
+    assert 1 / SHARE_TOLERANCE <= drops["vllm"] / drops["aissim"] <= SHARE_TOLERANCE, drops
 
 
 def _sigterm_mid_stream(t: sc.Target) -> dict[str, Any]:

@@ -76,3 +76,32 @@ def test_decode_step_reproduces_the_sweep_tpot_on_synthetic_traffic() -> None:
     # DP2 x TP4: a lone TP4 step is cheaper (21.0 vs 23.0 ms), a full batch dearer (1.84 vs 0.80 ms/token).
     assert cal.decode_tpot_s(batch=1, tp=4) < cal.decode_tpot_s(batch=1, tp=8)
     assert cal.decode_tpot_s(batch=32, tp=4) > cal.decode_tpot_s(batch=32, tp=8)
+
+
+def _least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - b * mx, b
+
+
+def test_step_cost_by_width_is_the_line_through_the_seeds_dspark_runs() -> None:
+    """step(w) = TPOT x acceptance length of the DSpark5/6/7 runs (docs/FACTS.md "Speculative decoding"),
+    refitted here; the residuals are the ones calibration.py states."""
+    points = [(k + 1.0, cal.SYNTHETIC_TPOT_S[k] * cal.SYNTHETIC_ACCEPTANCE_LENGTH[k]) for k in (5, 6, 7)]
+    a, b = _least_squares(points)
+    assert (a, b) == pytest.approx(cal.STEP_WIDTH_FIT_S, abs=1e-6)
+    residuals = [round((y - (a + b * w)) * 1000, 1) for w, y in points]
+    assert residuals == [-3.5, 7.1, -3.5]
+    assert cal.step_width_factor(1) == pytest.approx(0.717, abs=0.001)
+
+
+def test_without_speculative_decoding_a_step_is_cheaper_but_tokens_come_slower() -> None:
+    """A DSpark7 step costs more than a plain one, and on the seed's real traffic (2.214 tokens per step)
+    still yields more tokens per second: dropping DSpark must not look faster (issue 39)."""
+    for batch in (1, 8, 32):
+        plain = cal.decode_step_s(batch=batch, tp=8, num_speculative_tokens=0)
+        dspark = cal.decode_step_s(batch=batch, tp=8, num_speculative_tokens=7)
+        assert plain == pytest.approx(dspark * 0.717, rel=0.001)
+        real_length = 1 + sum(cal.REAL_ACCEPTANCE_PER_POSITION)
+        assert real_length / dspark > 1.5 / plain

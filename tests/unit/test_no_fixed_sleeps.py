@@ -20,6 +20,9 @@ SUBJECT = {
     ("tests/e2e/test_autoscaling.py", "test_a_lasting_queue_gets_a_second_replica_and_idle_returns_to_one"): (
         "the period both replicas serve the load, so the scale-down is judged after real traffic on both"
     ),
+    ("tests/fidelity/prefill_share.py", "_once"): (
+        "when the short prompts go out: a share of the long prompt's own solo prefill time, on both engines"
+    ),
     ("tests/fidelity/scenario.py", "idle"): "the scenario's idle step between scrapes, on both engines alike",
     ("tests/fidelity/scenario.py", "_idle"): "the scenario's idle period, on both engines alike",
     ("tests/fidelity/scenario.py", "_chunked_prefill"): "the gap the scenario leaves before its prefill",

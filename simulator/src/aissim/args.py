@@ -123,6 +123,10 @@ class ArgsError(ValueError):
     """The command line cannot start an engine (vLLM would exit with a usage error too)."""
 
 
+class UnsupportedFeature(ArgsError):
+    """vLLM's EngineArgs raise NotImplementedError once the args parsed: a traceback and exit 1, not 2."""
+
+
 class UnrecognizedArguments(ArgsError):
     """Options vLLM 0.25.1 does not declare; str() is argparse's own error line."""
 
@@ -327,6 +331,10 @@ def parse_serve_args(argv: Sequence[str], *, env: Mapping[str, str] | None = Non
         raise ArgsError(f"invalid vllm serve arguments: {' '.join(kept)}: {exc}") from exc
     if extra:
         raise UnrecognizedArguments(extra)
+    if any(getattr(ns, name) not in (None, 1) for name in ("max_num_partial_prefills", "max_long_partial_prefills")):
+        # EngineArgs._check_feature_supported (vllm/engine/arg_utils.py:2369-2379, 2711-2716): the V1 engine
+        raise UnsupportedFeature("Concurrent Partial Prefill is not supported. We recommend to remove "
+                                 "Concurrent Partial Prefill from your config.")  # fmt: skip
     model = ns.model_tag or ns.model
     if not model:
         raise ArgsError("vllm serve: a model path is required")

@@ -99,6 +99,17 @@ REAL_ACCEPTANCE_PER_POSITION = (0.532, 0.291, 0.164, 0.098, 0.063, 0.041, 0.024)
 # Synthetic short requests: acceptance length by num_speculative_tokens (7: 4.158 / 45.11%, 6: 4.120,
 # 5: 3.805). Per-position rates are modelled as a geometric decay a^i fitted to that length.
 SYNTHETIC_ACCEPTANCE_LENGTH = {7: 4.158, 6: 4.120, 5: 3.805}
+# The same runs' mean TPOT by num_speculative_tokens (86.7 / 86.5 / 87.0 ms): per output token, so one step of
+# verification width w = k + 1 costs TPOT x acceptance length (what every running request advances per step).
+SYNTHETIC_TPOT_S = {7: 0.0867, 6: 0.0865, 5: 0.0870}
+# The step's cost as a function of its width, step(w) = a + b w, least squares through the three runs
+# (tests/sim/test_calibration.py refits it): the widths 8 / 7 / 6 cost 360.5 / 356.4 / 331.0 ms; the line is
+# a = 246.2 ms, b = 14.73 ms per verified token, fitted 364.0 / 349.3 / 334.6 ms, residuals -3.5 / +7.1 /
+# -3.5 ms (-1.0% / +2.0% / -1.1%), residual standard error 8.7 ms, so b = 14.7 +- 6.1 ms (one s.e.). A step
+# without speculative decoding (w = 1, the target model's forward alone, no draft passes) extrapolates to
+# a + b = 260.9 ms, 0.717 of a DSpark7 step; +-1 s.e. of the slope moves that to 0.61..0.83. The runs are at
+# one batch (C64); the ratio fit(w) / fit(8) is applied at every batch size, an assumption the seed cannot check.
+STEP_WIDTH_FIT_S = (0.246182, 0.014732)
 
 # ---------------------------------------------------------------------------------------------------
 # Faults: docs/FACTS.md "Operations" and "DSA-CP" figures.
@@ -220,16 +231,21 @@ def acceptance_rates(*, profile: str, k: int) -> tuple[float, ...]:
     raise ValueError(f"unknown acceptance profile {profile!r} (expected 'real' or 'synthetic')")
 
 
+def step_width_factor(width: int) -> float:
+    """A decode step's cost at verification width `width` (1 + drafts) over a DSpark7 step's (width 8), from
+    the straight line fitted through the seed's DSpark5/6/7 runs (STEP_WIDTH_FIT_S)."""
+    a, b = STEP_WIDTH_FIT_S
+    return (a + b * width) / (a + b * 8)
+
+
 def decode_step_s(*, batch: int, tp: int, num_speculative_tokens: int) -> float:
     """Engine seconds of one decode step for `batch` running sequences.
 
-    The seed's TPOT figures are per output token on synthetic benchmark traffic with DSpark7, so one step
-    costs TPOT x the synthetic profile's tokens per step. A real-traffic profile then yields fewer tokens
-    per step and a higher TPOT, as the seed observed. Without speculative decoding the seed has no step
-    figure, so a step costs one table TPOT.
+    The seed's TPOT figures are per output token on synthetic benchmark traffic with DSpark7, so a DSpark7
+    step costs TPOT x the synthetic profile's tokens per step (4.158); a real-traffic profile then yields
+    fewer tokens per step and a higher TPOT, as the seed observed. Another width (1 + k, k = 0 without
+    speculative decoding) costs that step times step_width_factor: derived from the seed's DSpark5/6/7 runs,
+    not assumed (without speculative decoding a step is 0.717 of a DSpark7 step and advances one token).
     """
-    tpot = decode_tpot_s(batch=batch, tp=tp)
-    if num_speculative_tokens <= 0:
-        return tpot
-    advance = 1.0 + sum(acceptance_rates(profile="synthetic", k=num_speculative_tokens))
-    return tpot * advance
+    dspark7_step = decode_tpot_s(batch=batch, tp=tp) * SYNTHETIC_ACCEPTANCE_LENGTH[7]
+    return dspark7_step * step_width_factor(1 + max(0, num_speculative_tokens))

@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from aissim.args import VLLM_SERVE_USAGE, ArgsError, UnrecognizedArguments, parse_serve_args
+from aissim.args import VLLM_SERVE_USAGE, ArgsError, UnrecognizedArguments, UnsupportedFeature, parse_serve_args
 from aissim.faults import FaultError, parse_fault_flag
 from aissim.runtime import apply_bind_env, serve
 
@@ -124,6 +124,9 @@ def main(argv: list[str]) -> int:
     except UnrecognizedArguments as err:  # as vLLM's argparse: usage line, error line, exit 2
         print(f"{VLLM_SERVE_USAGE}\n{err}", file=sys.stderr)
         return 2
+    except UnsupportedFeature as err:  # as vLLM: the API server dies on NotImplementedError, exit 1
+        print(f"NotImplementedError: {err}", file=sys.stderr)
+        return 1
     except (ArgsError, FaultError) as err:
         print(f"aissim serve: {err}", file=sys.stderr)
         return 2

@@ -104,6 +104,7 @@ class EngineCore:
             tp=tp,
             pool=self.pool,
             cache=self.cache,
+            long_prefill_token_threshold=int(cfg.known.get("long_prefill_token_threshold") or 0),
         )
         self.deliveries: dict[SimRequest, Delivery] = {}
         self.wake = asyncio.Event()

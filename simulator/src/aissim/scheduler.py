@@ -7,7 +7,12 @@ price it in engine seconds, complete it - so the async engine loop only adds tim
 
 Rules, after vllm/v1/core/sched/scheduler.py: running requests first (decodes cost 1 + k tokens of the
 batch budget, partial prefills continue), then waiting requests in FIFO order while slots, budget and KV
-last; a prefill chunk is at most the remaining budget (`--max-num-batched-tokens`). When a running request
+last; a prefill chunk is at most the remaining budget (`--max-num-batched-tokens`) and, with
+`--long-prefill-token-threshold` T > 0, at most T tokens of one request, in both paths (:478-479 running,
+:827-829 waiting): a long prompt then leaves the rest of the budget to the requests behind it. The running
+path caps a speculative decode the same way (its 1 + k tokens; T < 1 + k verifies T - 1 drafts). vLLM 0.25.1
+has no partial-prefill limit in this scheduler: `--max-num-partial-prefills` / `--max-long-partial-prefills`
+other than 1 do not start (vllm/engine/arg_utils.py:2369-2379; aissim/args.py). When a running request
 cannot grow, the most recently admitted running request is preempted (recompute: its KV is freed and it
 re-prefills prompt + output later). The prefill-completing step samples the first token; every later step
 verifies k drafted tokens and advances 1 + accepted.
@@ -94,6 +99,8 @@ class StepPlan:
     hits: int = 0
     pulls: list[SimRequest] = field(default_factory=list)
     """Decode requests whose blocks were allocated this step: their KV is to be pulled now."""
+    drafts: dict[SimRequest, int] = field(default_factory=dict)
+    """Decodes verifying fewer than k drafts: the long-prefill threshold capped their 1 + k tokens."""
 
     @property
     def empty(self) -> bool:
@@ -112,8 +119,10 @@ class Scheduler:
         tp: int,
         pool: KVPool,
         cache: PrefixCache,
+        long_prefill_token_threshold: int = 0,
     ) -> None:
         self.max_num_seqs = max_num_seqs
+        self.threshold = long_prefill_token_threshold
         self.mbt = max_num_batched_tokens
         self.k = num_spec_tokens
         self.tp = tp
@@ -174,9 +183,12 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             if req.prefill_done:
-                cost, new_ctx = 1 + self.k, req.num_computed + 1 + self.k
+                cost = self._capped(1 + self.k)
+                new_ctx = req.num_computed + cost
+                if cost < 1 + self.k:
+                    plan.drafts[req] = cost - 1
             else:
-                cost = min(req.prefill_len - req.num_computed, budget)
+                cost = min(self._capped(req.prefill_len - req.num_computed), budget)
                 new_ctx = req.num_computed + cost
             if cost > budget:
                 break
@@ -208,7 +220,7 @@ class Scheduler:
             else:
                 hit = self.cache.lookup(req.prompt.block_hashes, req.prompt.num_tokens, count=False)
                 hit = min(hit, req.prefill_len - 1)
-            chunk = min(req.prefill_len - hit, budget)
+            chunk = min(self._capped(req.prefill_len - hit), budget)  # scheduler.py:827-829, then the budget
             if not self.pool.can_grow(req.rid, hit + chunk):
                 break
             if not remote:
@@ -229,6 +241,11 @@ class Scheduler:
             budget -= chunk
             plan.prefill.append((req, hit, hit + chunk))
         return plan
+
+    def _capped(self, num_new_tokens: int) -> int:
+        """`if 0 < long_prefill_token_threshold < num_new_tokens: num_new_tokens = threshold`
+        (vllm/v1/core/sched/scheduler.py:478-479 for running requests, :827-829 for waiting ones)."""
+        return self.threshold if 0 < self.threshold < num_new_tokens else num_new_tokens
 
     def _allocate_pulls(self, plan: StepPlan) -> None:
         """Decode requests in arrival order get blocks for their whole prompt and wait for its KV
@@ -311,9 +328,10 @@ class Scheduler:
                 continue
             accepted = 0
             if self.k and req.accept is not None:
-                accepted = req.accept.next_accepted()
+                drafts = plan.drafts.get(req, self.k)
+                accepted = min(req.accept.next_accepted(), drafts)  # acceptance is a prefix of the drafts
                 it.num_drafts += 1
-                it.num_draft_tokens += self.k
+                it.num_draft_tokens += drafts
                 it.num_accepted_tokens += accepted
                 for pos in range(accepted):
                     it.accepted_per_pos[pos] += 1

@@ -134,6 +134,28 @@ class EngineSpec(ApiModel):
         le=4096,
         description="`--max-num-seqs`: running slots; a capacity and tail-latency knob.",
     )
+    long_prefill_token_threshold: int | None = Field(
+        default=None,
+        ge=0,
+        description="`--long-prefill-token-threshold`: the most prompt tokens one request computes in a step, "
+        "running or waiting (vllm/v1/core/sched/scheduler.py:478-479, 827-829), so a long prompt's chunks "
+        "leave the rest of maxNumBatchedTokens to short prompts instead of taking all of it: without it a "
+        "short prompt arriving during a 300K prefill waits for the whole prefill. It caps a speculative "
+        "decode too (a threshold under numSpeculativeTokens + 1 verifies fewer drafts). Unset or 0: no cap.",
+    )
+    max_num_partial_prefills: int | None = Field(
+        default=None,
+        ge=1,
+        description="`--max-num-partial-prefills` (vllm/config/scheduler.py:70-72): only 1 (unset) starts; "
+        "vLLM 0.25.1's V1 engine refuses concurrent partial prefills (vllm/engine/arg_utils.py:2369-2379).",
+    )
+    max_long_partial_prefills: int | None = Field(
+        default=None,
+        ge=1,
+        description="`--max-long-partial-prefills` (vllm/config/scheduler.py:74-78): only 1 (unset) starts, "
+        "as for maxNumPartialPrefills; vLLM also requires it to be at most maxNumPartialPrefills "
+        "(vllm/config/scheduler.py:315-319).",
+    )
     gpu_memory_utilization: float = Field(
         default=0.90,
         gt=0,

@@ -124,6 +124,20 @@ GPU_MEMORY_UTILIZATION = _f(
     "--gpu-memory-utilization", Form.VALUE, f"{_ARGS}:1156", value_type=float, field="engine.gpu_memory_utilization"
 )
 MAX_NUM_SEQS = _f("--max-num-seqs", Form.VALUE, f"{_ARGS}:1416", value_type=int, field="engine.max_num_seqs")
+# The scheduler's prefill knobs (vllm/config/scheduler.py:70-80). The threshold caps the tokens one request
+# computes per step, running (v1/core/sched/scheduler.py:478-479) and waiting (:827-829); the partial-prefill
+# pair is refused by the V1 engine unless 1 (arg_utils.py:2369-2379): validation/prefill_rules.py.
+MAX_NUM_PARTIAL_PREFILLS = _f(
+    "--max-num-partial-prefills", Form.VALUE, f"{_ARGS}:1423", value_type=int, field="engine.max_num_partial_prefills"
+)
+MAX_LONG_PARTIAL_PREFILLS = _f(
+    "--max-long-partial-prefills", Form.VALUE, f"{_ARGS}:1426", value_type=int,
+    field="engine.max_long_partial_prefills",
+)
+LONG_PREFILL_TOKEN_THRESHOLD = _f(
+    "--long-prefill-token-threshold", Form.VALUE, f"{_ARGS}:1430", value_type=int,
+    field="engine.long_prefill_token_threshold",
+)
 DATA_PARALLEL_SIZE = _f(
     "--data-parallel-size", Form.VALUE, f"{_ARGS}:1032", "-dp", value_type=int, field="parallelism.data"
 )
@@ -181,7 +195,8 @@ HEADLESS = _f("--headless", Form.STORE_TRUE, f"{_CLI}:353")
 #: Every flag a typed field of the spec renders. `spec.engine.extraArgs` may repeat none of their spellings.
 TYPED: tuple[Flag, ...] = (
     MODEL, HOST, PORT, SERVED_MODEL_NAME, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, GPU_MEMORY_UTILIZATION,
-    MAX_NUM_SEQS, DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
+    MAX_NUM_SEQS, MAX_NUM_PARTIAL_PREFILLS, MAX_LONG_PARTIAL_PREFILLS, LONG_PREFILL_TOKEN_THRESHOLD,
+    DATA_PARALLEL_SIZE, TENSOR_PARALLEL_SIZE, ENABLE_EXPERT_PARALLEL, TOKENIZER_MODE,
     TOOL_CALL_PARSER, ENABLE_AUTO_TOOL_CHOICE, REASONING_PARSER, DISABLE_HYBRID_KV_CACHE_MANAGER,
     ENABLE_PROMPT_TOKENS_DETAILS, MODEL_LOADER_EXTRA_CONFIG, QUANTIZATION, BLOCK_SIZE, SPECULATIVE_CONFIG,
     COMPILATION_CONFIG, ADDITIONAL_CONFIG, KV_TRANSFER_CONFIG, ASYNC_SCHEDULING, SHUTDOWN_TIMEOUT,

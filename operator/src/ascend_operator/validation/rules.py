@@ -18,6 +18,7 @@ from ascend_operator.render.pod import OPERATOR_LABELS
 from ascend_operator.render.resources import build_resources, parse_quantity
 from ascend_operator.validation.budget import load_profiles
 from ascend_operator.validation.pd_rules import PD_RULES
+from ascend_operator.validation.prefill_rules import PREFILL_RULES
 from ascend_operator.validation.rule import Rule, Spec
 from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
 
@@ -252,6 +253,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("engine",),
         cel_field_path=".maxNumBatchedTokens",
     ),
+    *PREFILL_RULES,
     Rule(
         name="ModelSourceExactlyOne",
         field="spec.model.source",
