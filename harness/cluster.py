@@ -268,3 +268,14 @@ def existing_cluster(kubeconfig: Path) -> Cluster:
     if not kubectl_bin:
         raise RuntimeError("AIS_E2E_KUBECONFIG is set but no kubectl: set AIS_KUBECTL or put kubectl on PATH")
     return Cluster(kubeconfig=kubeconfig, kubectl_bin=kubectl_bin)
+
+
+def established(cluster: Cluster, crd: str) -> None:
+    """Wait for a CRD's Established condition by polling: `kubectl wait` fails outright while a just-created
+    CRD has no conditions yet."""
+
+    def done() -> bool:
+        conditions = (cluster.get_json(f"crd/{crd}").get("status") or {}).get("conditions") or []
+        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+    wait_for(done, timeout=60, message=f"CRD {crd} Established")

@@ -39,7 +39,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from harness.cluster import Cluster, start_local, stop_local, wait_for
+from harness.cluster import Cluster, established, start_local, stop_local, wait_for
 from perf import scale_figures as fig
 from perf import scale_io as io
 
@@ -168,9 +168,7 @@ def run_once(n: int, index: int, args: argparse.Namespace, out: Path) -> dict[st
     procs: list[io.Proc] = []
     try:
         cluster.kubectl("apply", "--server-side", "-f", str(io.CRD))
-        cluster.kubectl(
-            "wait", "--for=condition=Established", "crd/ascendinferenceservices.inference.ascend.dev", "--timeout=60s"
-        )
+        established(cluster, "ascendinferenceservices.inference.ascend.dev")  # kubectl wait fails on a new CRD
         for ns in (NS_DIRECT, NS_SERVICES):
             cluster.kubectl("create", "namespace", ns)
             wait_for(

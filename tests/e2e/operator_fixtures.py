@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 import yaml
 
-from harness.cluster import ROOT, Cluster, build_tools, wait_for
+from harness.cluster import ROOT, Cluster, build_tools, established, wait_for
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
@@ -88,17 +88,6 @@ def start(args: list[str], *, log: Path, env: dict[str, str] | None = None, prog
         stderr=subprocess.STDOUT,
     )
     return Proc(popen=popen, log=log)
-
-
-def established(cluster: Cluster, crd: str) -> None:
-    """Wait for a CRD's Established condition by polling: `kubectl wait` fails outright while a just-created
-    CRD has no conditions yet."""
-
-    def done() -> bool:
-        conditions = (cluster.get_json(f"crd/{crd}").get("status") or {}).get("conditions") or []
-        return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
-
-    wait_for(done, timeout=60, message=f"CRD {crd} Established")
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ import pytest
 from harness.cluster import (
     ROOT,
     Cluster,
+    established,
     kill_component,
     restart_component,
     start_local,
@@ -42,7 +43,6 @@ from tests.e2e.operator_fixtures import (
     attach,  # noqa: F401 (a fixture)
     completion,
     condition,
-    established,
     example,
     label_nodes,
     pods,

@@ -263,11 +263,12 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_d
 
     # A lone chunked prefill longer than two stall windows: only the KV gauge moves until it completes. Never
     # unready, never rolled. How long a prompt takes depends on the machine (32K tokens in 256-token chunks:
-    # 75 s on a loaded 2-core run, 17 s on an idle one; attention makes it quadratic, 64K took 200 s loaded),
-    # so the prompt doubles until one prefill has outlasted two windows, and every one is judged.
+    # 75 s on a loaded 2-core run, 17 s on an idle one; attention makes it quadratic, 64K took 200 s loaded and
+    # 15.5 s on another run), so the prompt doubles, up to 128K (the service's 327680 fits the engine's KV),
+    # until one prefill has outlasted two windows, and every one is judged.
     window = health["stall"]["windowSeconds"]
     kv0 = gauges(base, "vllm:kv_cache_usage_perc")["vllm:kv_cache_usage_perc"]
-    for tokens in (32_768, 65_536):
+    for tokens in (32_768, 65_536, 131_072):
         out, during = prefill(cluster, namespace, base, tokens)
         assert out["status"] == 200, out
         print(f"[real] {tokens}-token chunked prefill at MBT 256: {out['seconds']:.1f}s; gate samples {len(during)}")
