@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from tests.fidelity import scenario as sc
 
-#: A long prompt of 32 chunks at the tier's 256-token budget (64 at a threshold of 128), beside three short
-#: ones that fit one step's leftover together (4 sequences: the tier's maxNumSeqs).
-LONG_PROMPT = 32 * 256 - 64
+#: A long prompt of 128 chunks at the tier's 256-token budget (256 at a threshold of 128), beside three short
+#: ones that fit one step's leftover together (4 sequences: the tier's maxNumSeqs). 32 chunks were prefilled
+#: by the real engine on an idle machine before the short prompts went out.
+LONG_PROMPT = 128 * 256 - 64
 SHORT_PROMPT = 32
 SHORTS = 3
 THRESHOLD = 128
