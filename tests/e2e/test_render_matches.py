@@ -24,6 +24,7 @@ import yaml
 
 from harness.cluster import ROOT, Cluster, wait_for
 from tests.e2e.operator_fixtures import Proc
+from tests.unit.test_render_is_reconcile import container_args
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 
@@ -78,17 +79,6 @@ def owned(
     return {(o["kind"], o["metadata"]["name"]): o for o in items if ours(o)}
 
 
-def _args(obj: dict[str, Any]) -> list[list[str]]:
-    spec = obj.get("spec") or {}
-    templates = [spec]
-    if "template" in spec:
-        templates = [spec["template"]["spec"]]
-    elif "leaderWorkerTemplate" in spec:
-        lwt = spec["leaderWorkerTemplate"]
-        templates = [lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]]
-    return [[*c.get("command", []), *c.get("args", [])] for t in templates for c in t.get("containers", [])]
-
-
 def check_example(cluster: Cluster, namespace: str, path: Path, *, kinds: tuple[str, ...] = KINDS) -> None:
     printed = render(path, namespace)
     want = sorted((o["kind"], o["metadata"]["name"]) for o in printed)
@@ -104,7 +94,8 @@ def check_example(cluster: Cluster, namespace: str, path: Path, *, kinds: tuple[
     assert sorted(made) == want, f"{path.name}: the operator made other objects than render printed"
     for obj in printed:
         live = made[(obj["kind"], obj["metadata"]["name"])]
-        assert _args(live) == _args(obj), f"{path.name}: {obj['kind']} {obj['metadata']['name']}: arguments differ"
+        what = f"{path.name}: {obj['kind']} {obj['metadata']['name']}"
+        assert container_args(live) == container_args(obj), f"{what}: arguments differ"
     print(f"\n{path.name}: {len(want)} objects as rendered: {', '.join(f'{k}/{n}' for k, n in want)}")
 
 

@@ -62,7 +62,7 @@ async def reconciled(body: dict[str, Any]) -> FakeKube:
     raise AssertionError(f"{body['metadata']['name']}: passes kept creating objects")
 
 
-def _args(obj: dict[str, Any]) -> list[list[str]]:
+def container_args(obj: dict[str, Any]) -> list[list[str]]:
     """The containers' commands and arguments of a pod, a Deployment or a LeaderWorkerSet."""
     spec = obj.get("spec") or {}
     templates = [spec]
@@ -88,7 +88,8 @@ async def test_the_operator_creates_exactly_what_render_prints(path: Path) -> No
     assert sorted(made) == sorted((o["kind"], o["metadata"]["name"]) for o in printed)
     for obj in printed:
         live = made[(obj["kind"], obj["metadata"]["name"])]
-        assert _args(live) == _args(obj), f"{obj['kind']} {obj['metadata']['name']}: arguments differ"
+        what = f"{obj['kind']} {obj['metadata']['name']}"
+        assert container_args(live) == container_args(obj), f"{what}: arguments differ"
         if obj["kind"] == KIND:  # a role service: the spec the parent writes is the one render printed
             assert live["spec"] == obj["spec"]
 
