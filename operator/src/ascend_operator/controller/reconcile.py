@@ -90,8 +90,9 @@ class Context:
     """The NPU nodes' driver versions and chips (`--npu-faults`), for spec.runtime's placement requirements;
     None: the operator does not read nodes."""
     unhealthy_nodes: Callable[[], Mapping[str, str]] | None = None
-    """Nodes MindCluster takes out whole, node -> why (`--npu-faults`; health/chips.py `node_unhealthy`): new
-    engine pods are kept off them. None: the operator does not read the reports."""
+    """Nodes MindCluster takes out whole, node -> why (`--npu-faults`; health/chips.py `keep_off`: NodeD UnHealthy
+    or PreSeparate, most chips faulty): new engine pods are kept off them. None: the operator does not read the
+    reports."""
 
 
 def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[str, ...] | None:
