@@ -321,7 +321,12 @@ def _hang_and_recovery(rec: Recording, t: Target, pool: ThreadPoolExecutor, seed
     hang.snapshots["before"] = settle(base)
     started = [threading.Event() for _ in range(2)]
     bodies = [completion(next(seeds), 64, HANG_TOKENS) for _ in range(2)]
-    running = [pool.submit(stream_started, base, b, key=t.key, started=e) for b, e in zip(bodies, started, strict=True)]
+    # a second token each before the hang, as in the C4 step: every stream has been through a decode step on both
+    # engines, so whether inter-token latencies moved before the hang is not a race between their speeds
+    running = [
+        pool.submit(stream_started, base, b, key=t.key, started=e, tokens=2)
+        for b, e in zip(bodies, started, strict=True)
+    ]
     wait_until(
         "2 streams started", lambda: all(e.is_set() for e in started) or any(f.done() for f in running), timeout=60
     )
