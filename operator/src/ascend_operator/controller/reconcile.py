@@ -215,15 +215,15 @@ def _site(ctx: Context, owner: Owner) -> Site:
     return Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
 
 
-async def _apply_group(ctx: Context, desired_objects: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
+async def _apply_group(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
     """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups within spec.rollout); the
     set grows as single-node pods left by a one-node spec make way for it, and shrinks only when the
     disruption decision removed a group (controller/groups.py). True when anything was done."""
-    spec, owner = desired_objects.engines, desired_objects.owner
-    desired = desired_objects.groups()
-    assert desired is not None
-    name = desired["metadata"]["name"]
-    digest = desired["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    spec, owner = desired.engines, desired.owner
+    lws = desired.groups()
+    assert lws is not None
+    name = lws["metadata"]["name"]
+    digest = lws["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
     current = await ctx.kube.get(LWS, owner.namespace, name)
     have_replicas = None if current is None else (current.get("spec") or {}).get("replicas")
     plan = plan_groups(
@@ -233,19 +233,19 @@ async def _apply_group(ctx: Context, desired_objects: Desired, pods: list[PodVie
         pods=pods,
         current=have_replicas if isinstance(have_replicas, int) else None,
     )
-    desired["spec"]["replicas"] = plan.lws_replicas
+    lws["spec"]["replicas"] = plan.lws_replicas
     acted = False
     site = _site(ctx, owner)
     if current is not None:
         await observe_groups(site, memory, current, pods)
     if current is None:
-        if await ctx.kube.create(desired):
+        if await ctx.kube.create(lws):
             ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
         acted = True
     else:
         have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
         if have_hash != digest or have_replicas != plan.lws_replicas:
-            patch = {"metadata": {"annotations": desired["metadata"]["annotations"]}, "spec": desired["spec"]}
+            patch = {"metadata": {"annotations": lws["metadata"]["annotations"]}, "spec": lws["spec"]}
             await ctx.kube.patch(LWS, owner.namespace, name, patch)
             ctx.events(
                 "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"

@@ -116,20 +116,17 @@ class Desired:
         """The pods of replicas 0..replicas-1, as a fresh service gets them (none for a multi-node spec)."""
         return [] if self.multi_node else [self.pod(i) for i in range(self.engines.replicas)]
 
-    def groups(self, *, replicas: int | None = None) -> dict[str, Any] | None:
-        """The LeaderWorkerSet of a multi-node spec (`replicas`: what controller/groups.py plans while
-        single-node pods make way), else None."""
+    def groups(self) -> dict[str, Any] | None:
+        """The LeaderWorkerSet of a multi-node spec (the reconcile pass sets its replicas to what
+        controller/groups.py plans while single-node pods make way), else None."""
         if not self.multi_node:
             return None
-        lws = build_leader_worker_set(
+        return build_leader_worker_set(
             self.engines,
             owner=self.owner,
             npu_resource=self.placement.npu_resource,
             driver_versions=self.placement.driver_versions,
         )
-        if replicas is not None:
-            lws["spec"]["replicas"] = replicas
-        return lws
 
     @cached_property
     def service(self) -> dict[str, Any]:
