@@ -15,6 +15,8 @@ unit: venv
 crd: venv
 	.venv/bin/aisctl crd > crds/inference.ascend.dev_ascendinferenceservices.yaml
 	.venv/bin/aisctl crd > charts/ascend-inference-operator/crds/inference.ascend.dev_ascendinferenceservices.yaml
+	.venv/bin/python -m ascend_operator.clients.rbac > charts/ascend-inference-operator/templates/_owned-rules.tpl
+	.venv/bin/python -m ascend_operator.clients.rbac --readme charts/ascend-inference-operator/README.md
 
 docs: venv
 	.venv/bin/python -m ascend_operator.api.docs docs/api.md

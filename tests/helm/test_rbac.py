@@ -11,47 +11,44 @@ from typing import Any
 
 from kopf._cogs.structs import references
 
-from ascend_operator.api.constants import GROUP, PLURAL
 from tests.helm.chart import Helm, one, pick
 
-NAMESPACED_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "create", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "patch"]},
-    {
-        "apiGroups": ["networking.k8s.io"],
-        "resources": ["networkpolicies"],
-        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
-    },
-    SECRETS_RULE := {
-        "apiGroups": [""],
-        "resources": ["secrets"],
-        "resourceNames": ["ascend-engine-api-key"],
-        "verbs": ["get"],
-    },
-    {
-        "apiGroups": ["policy"],
-        "resources": ["poddisruptionbudgets"],
-        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
-    #: controller/autoscaling.py: an HPA that scales a service with spec.autoscaling too is named, not fought.
-    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
-]
+SECRETS_RULE: dict[str, Any] = {
+    "apiGroups": [""],
+    "resources": ["secrets"],
+    "resourceNames": ["ascend-engine-api-key"],
+    "verbs": ["get"],
+}
+
+
+def table_rules(*gates: str) -> list[dict[str, Any]]:
+    """The rules the table of kinds (clients/resources.py) asks for with these chart values on, in the
+    table's order, then the Secrets rule (the chart writes it from its values): what every Role or
+    ClusterRole of the operator's namespaced rules must hold, exactly."""
+    from ascend_operator.clients.resources import RESOURCES, VERB_ORDER
+
+    def rule(group: str, resource: str, verbs: frozenset[str]) -> dict[str, Any]:
+        return {"apiGroups": [group], "resources": [resource], "verbs": [v for v in VERB_ORDER if v in verbs]}
+
+    rules = []
+    for res in RESOURCES:
+        if res.templated or (res.gate and res.gate not in gates):
+            continue
+        gated = {verb for verb, _ in res.verb_gates}
+        rules.append(rule(res.group, res.plural, res.rbac_verbs() - gated))
+        if status := res.rbac_verbs(status=True):
+            rules.append(rule(res.group, f"{res.plural}/status", status))
+        rules += [rule(res.group, res.plural, frozenset({verb})) for verb, gate in res.verb_gates if gate in gates]
+    return [*rules, SECRETS_RULE]
+
+
+NAMESPACED_RULES = table_rules()
 CRD_RULE = {
     "apiGroups": ["apiextensions.k8s.io"],
     "resources": ["customresourcedefinitions"],
     "verbs": ["list", "watch"],
 }
 NAMESPACES_RULE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
-#: controller/routing.py: read, create, replace the spec of (JSON patch) and delete owned InferencePools.
-POOL_RULE = {
-    "apiGroups": ["inference.networking.k8s.io"],
-    "resources": ["inferencepools"],
-    "verbs": ["get", "create", "patch", "delete"],
-}
 FULLNAME = "ais-ascend-inference-operator"
 
 
@@ -119,14 +116,17 @@ def test_peering_objects_match_the_resources_kopf_looks_for(helm: Helm) -> None:
 
 
 def test_inference_pool_rule_only_with_routing_enabled(helm: Helm) -> None:
-    assert POOL_RULE not in one(helm.template(), "ClusterRole")["rules"]
+    pools = [r for r in table_rules("routing.inferencePool.enabled") if r["resources"] == ["inferencepools"]]
+    assert pools == [
+        {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"],
+         "verbs": ["get", "create", "patch", "delete"]}
+    ]  # fmt: skip
+    assert pools[0] not in one(helm.template(), "ClusterRole")["rules"]
     routed = helm.template(sets=["routing.inferencePool.enabled=true"])
-    assert one(routed, "ClusterRole")["rules"] == [CRD_RULE, *NAMESPACED_RULES, POOL_RULE]
+    expected = table_rules("routing.inferencePool.enabled")
+    assert one(routed, "ClusterRole")["rules"] == [CRD_RULE, *expected]
     namespaced = helm.template(sets=["routing.inferencePool.enabled=true", "operator.watchNamespaces={a,b}"])
-    assert {r["metadata"]["namespace"]: r["rules"] for r in pick(namespaced, "Role")} == {
-        "a": [*NAMESPACED_RULES, POOL_RULE],
-        "b": [*NAMESPACED_RULES, POOL_RULE],
-    }
+    assert {r["metadata"]["namespace"]: r["rules"] for r in pick(namespaced, "Role")} == {"a": expected, "b": expected}
     assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
 
 
@@ -156,19 +156,30 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
                     assert rule == SECRETS_RULE, rule
 
 
-LWS_RULE = {
-    "apiGroups": ["leaderworkerset.x-k8s.io"],
-    "resources": ["leaderworkersets"],
-    "verbs": ["get", "create", "patch", "delete"],
-}
+def test_leaderworkerset_and_router_rules_only_with_their_chart_values(helm: Helm) -> None:
+    for value in ("multiNode.enabled", "router.enabled"):
+        on = table_rules(value)
+        assert len(on) > len(NAMESPACED_RULES), f"{value} gates no rule of the table"
+        assert one(helm.template(sets=[f"{value}=true"]), "ClusterRole")["rules"] == [CRD_RULE, *on]
+        objects = helm.template(sets=[f"{value}=true", "operator.watchNamespaces={team-a}"])
+        assert one(objects, "Role")["rules"] == on
+    lws = {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
+           "verbs": ["get", "create", "patch", "delete"]}  # fmt: skip
+    assert lws in table_rules("multiNode.enabled")
+    assert lws not in NAMESPACED_RULES
+    delete_services = {"apiGroups": [""], "resources": ["services"], "verbs": ["delete"]}
+    assert delete_services in table_rules("router.enabled")
+    assert delete_services not in NAMESPACED_RULES
 
 
-def test_leaderworkerset_rules_only_when_multi_node_is_enabled(helm: Helm) -> None:
-    assert one(helm.template(sets=["multiNode.enabled=true"]), "ClusterRole")["rules"] == [
-        CRD_RULE, *NAMESPACED_RULES, LWS_RULE
-    ]  # fmt: skip
-    objects = helm.template(sets=["multiNode.enabled=true", "operator.watchNamespaces={team-a}"])
-    assert one(objects, "Role")["rules"] == [*NAMESPACED_RULES, LWS_RULE]
+def test_the_generated_rules_are_what_the_table_says() -> None:
+    """`make crd` writes templates/_owned-rules.tpl from the table: a row changed without it fails here."""
+    from ascend_operator.clients.rbac import owned_rules, with_readme_table
+    from tests.helm.chart import CHART
+
+    assert (CHART / "templates" / "_owned-rules.tpl").read_text() == owned_rules(), "run `make crd`"
+    readme = (CHART / "README.md").read_text()
+    assert with_readme_table(readme) == readme, "the chart README's table of rules drifted: run `make crd`"
 
 
 def test_secret_rule_follows_the_names_or_any_name_or_goes(helm: Helm) -> None:
@@ -194,30 +205,25 @@ def test_rbac_and_service_account_can_be_left_to_the_user(helm: Helm) -> None:
 def test_every_rule_is_commented_in_the_template() -> None:
     from tests.helm.chart import CHART
 
-    lines = (CHART / "templates" / "rbac.yaml").read_text().splitlines()
-    rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
-    assert len(rule_starts) >= 10
-    for i in rule_starts:
-        assert lines[i - 1].strip().startswith("#"), f"rule at rbac.yaml line {i + 1} has no comment above it"
-
-
-#: What the watch caches need (clients/caches.py): list and watch of each cached kind.
-CACHE_NEEDS: dict[str, tuple[str, str]] = {
-    "pods": ("", "pods"),
-    "services": ("", "services"),
-    "poddisruptionbudgets": ("policy", "poddisruptionbudgets"),
-    "networkpolicies": ("networking.k8s.io", "networkpolicies"),
-}
+    for name, least in (("rbac.yaml", 5), ("_owned-rules.tpl", 14)):
+        lines = (CHART / "templates" / name).read_text().splitlines()
+        rule_starts = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+        assert len(rule_starts) >= least
+        for i in rule_starts:
+            assert lines[i - 1].strip().startswith("#"), f"rule at {name} line {i + 1} has no comment above it"
 
 
 def test_every_watch_cache_is_granted_list_and_watch_by_the_chart(helm: Helm) -> None:
     from kubernetes import client
 
     from ascend_operator.clients.caches import Caches
+    from ascend_operator.clients.resources import CACHED
 
+    needs = {(res.group, res.plural) for res in CACHED}
+    assert {("", "pods"), ("", "services")} <= needs, "the table lost its cached rows"
     for namespaces in ((), ("team-a",)):
-        kinds = {resource for _, resource, *_ in Caches(client.ApiClient(), namespaces=namespaces).specs}
-        assert kinds == set(CACHE_NEEDS), "a watch cache without its RBAC row (or a row for a cache that is gone)"
+        kinds = {(res.group, res.plural) for res, *_ in Caches(client.ApiClient(), namespaces=namespaces).specs}
+        assert kinds == needs, "a watch cache of a kind not marked cached in the table"
     sets = [[], ["operator.watchNamespaces={team-a}"]]
     for extra in sets:
         objects = helm.template(sets=extra)
@@ -227,7 +233,7 @@ def test_every_watch_cache_is_granted_list_and_watch_by_the_chart(helm: Helm) ->
         }
         missing = {
             f"{verb} {resource}.{group or 'core'} ({extra or 'cluster-wide'})"
-            for group, resource in CACHE_NEEDS.values()
+            for group, resource in needs
             for verb in ("list", "watch")
             if (group, resource, verb) not in granted
         }

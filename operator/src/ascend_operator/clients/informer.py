@@ -162,8 +162,8 @@ class Store:
 
 
 Lister = Callable[..., Any]
-"""A Kubernetes client list call (`CoreV1Api.list_pod_for_all_namespaces`, or a namespaced one bound to
-its namespace with functools.partial); called with label_selector and the watch arguments."""
+"""A list call of one kind in one namespace or all (clients/caches.py `lister`, shaped like the Kubernetes
+client's typed list calls); called with label_selector and the watch arguments, it answers the raw response."""
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 Why a table and not a method per kind: the client (clients/kube.py) and its test double
 (tests/fixtures/kube.py) implement five verbs once (get, list, create, patch, delete) over this table,
-so a new kind is a row here and not six methods in two places. Why the verbs are in the row: they are
-what the Helm chart must grant (tests/helm/test_rbac.py checks every row against the ClusterRole), and
-the client refuses a verb its row does not name, so the table cannot drift from the calls.
+the watch caches (clients/caches.py) hold the rows marked `cached`, and the Helm chart's rules for these
+kinds are generated from the rows (clients/rbac.py, `make crd`; a test fails on drift), so a new kind is a
+row here and nothing else. Why the verbs are in the row: the client refuses a verb its row does not name,
+so what the chart grants cannot drift from the calls.
 """
 
 from collections.abc import Mapping, Sequence
@@ -28,81 +29,172 @@ from ascend_operator.api.constants import (
 )
 
 #: What the operator may do with a kind: get, list, create, patch (the object), status (patch its status
-#: subresource), delete. `watch` is not here: the watch caches (clients/caches.py) declare their own.
+#: subresource), delete. `watch` is not a verb of the client: a row that is `cached` is listed and watched
+#: by the watch caches (clients/caches.py), and kopf's own calls are in `kopf`.
 Verb = str
 VERBS: frozenset[Verb] = frozenset({"get", "list", "create", "patch", "status", "delete"})
+#: Verbs kopf uses for the operator (granted by the chart, never sent by `Kube`).
+KOPF_VERBS: frozenset[Verb] = frozenset({"list", "watch", "create"})
+#: The order the chart lists verbs in (RBAC does not care; reviewers do).
+VERB_ORDER = ("get", "list", "watch", "create", "patch", "delete")
 
 
 @dataclass(frozen=True)
 class Resource:
-    """One kind: where it is served and the verbs the operator uses on it."""
+    """One kind: where it is served, the verbs the operator uses on it, and what the chart must grant.
+
+    The chart's rules for these kinds are generated from the rows (`make crd`, clients/rbac.py) with `why`
+    as their comment and `gate` as the chart value they depend on, so a new kind is one row here."""
 
     kind: str
     group: str
     version: str
     plural: str
     verbs: frozenset[Verb]
+    why: str = ""
+    """What the operator does with the kind and where (the chart's comment above its rule)."""
+    cached: bool = False
+    """Listed and watched by the watch caches (clients/caches.py) and read from them."""
+    kopf: frozenset[Verb] = frozenset()
+    """Verbs kopf uses on the kind for the operator (watching the custom resource, posting events)."""
+    gate: str = ""
+    """The chart value (`router.enabled`) without which the operator never touches the kind; "" = always."""
+    verb_gates: tuple[tuple[Verb, str], ...] = ()
+    """Verbs needed only with a chart value on (the router's Service is the only Service ever deleted)."""
+    templated: bool = False
+    """The chart writes this kind's rule itself from its values (Secrets: by name), not from the row."""
 
     def __post_init__(self) -> None:
         if unknown := self.verbs - VERBS:
             raise ValueError(f"{self.kind}: unknown verbs {sorted(unknown)}")
+        if unknown := self.kopf - KOPF_VERBS:
+            raise ValueError(f"{self.kind}: kopf does not use {sorted(unknown)}")
+        if stray := {verb for verb, _ in self.verb_gates} - self.verbs:
+            raise ValueError(f"{self.kind}: verb_gates names verbs not in its row: {sorted(stray)}")
 
     @property
     def builtin(self) -> bool:
         """Served by Kubernetes itself (strategic merge patches apply); else a custom resource (JSON merge)."""
         return self.group in ("", "apps", "autoscaling", "policy", "networking.k8s.io", "rbac.authorization.k8s.io")
 
+    def collection(self, namespace: str | None) -> str:
+        """The REST path of the collection in `namespace`, or in every namespace (None)."""
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        return f"{base}/{self.plural}" if namespace is None else f"{base}/namespaces/{namespace}/{self.plural}"
+
     def path(self, namespace: str, name: str | None = None, *, status: bool = False) -> str:
         """The REST path of the collection in `namespace`, of one object, or of its status subresource."""
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        path = f"{base}/namespaces/{namespace}/{self.plural}"
+        path = self.collection(namespace)
         if name is not None:
             path += f"/{name}"
             if status:
                 path += "/status"
         return path
 
+    def rbac_verbs(self, *, status: bool = False) -> frozenset[Verb]:
+        """The RBAC verbs on the kind (or, `status`, on its status subresource), kopf's and the caches' included."""
+        if status:
+            return frozenset({"patch"}) if "status" in self.verbs else frozenset()
+        cache = {"list", "watch"} if self.cached else set()
+        return frozenset((self.verbs - {"status"}) | self.kopf | cache)
+
     def grants(self) -> set[tuple[str, str, str]]:
-        """(apiGroup, resource, verb) RBAC rules these verbs need."""
-        return {
-            (self.group, f"{self.plural}/status", "patch") if verb == "status" else (self.group, self.plural, verb)
-            for verb in self.verbs
-        }
+        """(apiGroup, resource, verb) RBAC rules the row needs, every gate on."""
+        main = {(self.group, self.plural, verb) for verb in self.rbac_verbs()}
+        return main | {(self.group, f"{self.plural}/status", verb) for verb in self.rbac_verbs(status=True)}
 
 
-POD = Resource("Pod", "", "v1", "pods", frozenset({"list", "create", "patch", "status", "delete"}))
-#: `delete`: a service's router Service goes when spec.router does (the engines' Service never does).
-SERVICE = Resource("Service", "", "v1", "services", frozenset({"get", "create", "patch", "delete"}))
-EVENT = Resource("Event", "", "v1", "events", frozenset({"list"}))
-#: `get` on one named Secret only: the operator never lists Secrets (the chart may pin the names).
-SECRET = Resource("Secret", "", "v1", "secrets", frozenset({"get"}))
+POD = Resource(
+    "Pod", "", "v1", "pods", frozenset({"list", "create", "patch", "status", "delete"}),
+    why="Engine pods: created for missing replicas, patched with the drain start and drift-baseline "
+    "annotations a restarted operator reads back, deleted (uid precondition) for stale specs and rolls; "
+    "their status carries the readiness gate inference.ascend.dev/engine-ready (controller/monitor.py).",
+    cached=True,
+)  # fmt: skip
+SERVICE = Resource(
+    "Service", "", "v1", "services", frozenset({"get", "create", "patch", "delete"}),
+    why="The Service in front of a service's engines (and its router's); a router's Service is deleted when "
+    "spec.router goes (the engines' Service never is).",
+    cached=True,
+    verb_gates=(("delete", "router.enabled"),),
+)  # fmt: skip
+EVENT = Resource(
+    "Event", "", "v1", "events", frozenset({"list"}),
+    why="Events on AscendInferenceServices: kopf posts core v1 events (kopf/_cogs/clients/events.py); list: "
+    "the FailedMount events of a pod stuck before its containers (the pod status does not say why).",
+    kopf=frozenset({"create"}),
+)  # fmt: skip
+#: `get` on one named Secret only: the operator never lists Secrets (the chart pins the names: rbac.yaml).
+SECRET = Resource(
+    "Secret", "", "v1", "secrets", frozenset({"get"}),
+    why="Engine API keys by name (clients/secrets.py).",
+    templated=True,
+)  # fmt: skip
 PDB = Resource(
-    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", frozenset({"get", "create", "patch", "delete"})
-)
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", frozenset({"get", "create", "patch", "delete"}),
+    why="The PodDisruptionBudget of a service's engine pods (minAvailable); deleted when "
+    "spec.disruptionBudget.enabled is turned off (only one the service owns).",
+    cached=True,
+)  # fmt: skip
 NETWORK_POLICY = Resource(
-    "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", frozenset({"get", "create", "patch", "delete"})
-)
-#: create / patch / delete: a disaggregated service's two role services (controller/pd.py).
-SERVICE_CR = Resource(KIND, GROUP, VERSION, PLURAL, frozenset({"get", "create", "patch", "delete", "status"}))
-LWS = Resource(LWS_KIND, LWS_GROUP, LWS_VERSION, LWS_PLURAL, frozenset({"get", "create", "patch", "delete"}))
-POOL = Resource(POOL_KIND, POOL_GROUP, POOL_VERSION, POOL_PLURAL, frozenset({"get", "create", "patch", "delete"}))
+    "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", frozenset({"get", "create", "patch", "delete"}),
+    why="The NetworkPolicy in front of each service's engines; deleted when spec.networkPolicy is turned off.",
+    cached=True,
+)  # fmt: skip
+SERVICE_CR = Resource(
+    KIND, GROUP, VERSION, PLURAL, frozenset({"get", "create", "patch", "delete", "status"}),
+    why="The custom resource: kopf lists and watches it (one reconcile and one health daemon per service); "
+    "patched for the finalizer, progress annotations and status; a disaggregated service's two role services "
+    "are created, patched and deleted (controller/pd.py).",
+    kopf=frozenset({"list", "watch"}),
+)  # fmt: skip
+LWS = Resource(
+    LWS_KIND, LWS_GROUP, LWS_VERSION, LWS_PLURAL, frozenset({"get", "create", "patch", "delete"}),
+    why="Multi-node services (spec.parallelism.nodes > 1) are one LeaderWorkerSet each (render/lws.py); "
+    "deleted when the service goes back to one node.",
+    gate="multiNode.enabled",
+)  # fmt: skip
+POOL = Resource(
+    POOL_KIND, POOL_GROUP, POOL_VERSION, POOL_PLURAL, frozenset({"get", "create", "patch", "delete"}),
+    why="InferencePools of services with spec.routing.inferencePool (controller/routing.py); deleted when "
+    "routing is turned off (only a pool the service owns, by uid).",
+    gate="routing.inferencePool.enabled",
+)  # fmt: skip
 
 #: A service's router (spec.router, render/router.py): its Deployment, identity and discovery rights.
-DEPLOYMENT = Resource("Deployment", "apps", "v1", "deployments", frozenset({"get", "create", "patch", "delete"}))
-SERVICE_ACCOUNT = Resource("ServiceAccount", "", "v1", "serviceaccounts", frozenset({"get", "create", "delete"}))
-ROLE = Resource("Role", "rbac.authorization.k8s.io", "v1", "roles", frozenset({"get", "create", "patch", "delete"}))
+DEPLOYMENT = Resource(
+    "Deployment", "apps", "v1", "deployments", frozenset({"get", "create", "patch", "delete"}),
+    why="A service's router Deployment (spec.router, controller/owned.py).",
+    gate="router.enabled",
+)  # fmt: skip
+SERVICE_ACCOUNT = Resource(
+    "ServiceAccount", "", "v1", "serviceaccounts", frozenset({"get", "create", "delete"}),
+    why="The router pods' identity (render/router.py).",
+    gate="router.enabled",
+)  # fmt: skip
+ROLE = Resource(
+    "Role", "rbac.authorization.k8s.io", "v1", "roles", frozenset({"get", "create", "patch", "delete"}),
+    why="The router's discovery rights: list and watch on pods (the operator holds both, so it may grant them).",
+    gate="router.enabled",
+)  # fmt: skip
 ROLE_BINDING = Resource(
-    "RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings", frozenset({"get", "create", "patch", "delete"})
-)
+    "RoleBinding", "rbac.authorization.k8s.io", "v1", "rolebindings", frozenset({"get", "create", "patch", "delete"}),
+    why="The binding of the router's Role to its ServiceAccount.",
+    gate="router.enabled",
+)  # fmt: skip
 
-#: An HPA that scales a service with spec.autoscaling too (controller/autoscaling.py names it, never fights it).
-HPA = Resource("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", frozenset({"list"}))
+HPA = Resource(
+    "HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", frozenset({"list"}),
+    why="An HPA that scales a service with spec.autoscaling too is named, never fought (controller/autoscaling.py).",
+)  # fmt: skip
 
 RESOURCES: tuple[Resource, ...] = (
-    POD, SERVICE, EVENT, SECRET, PDB, NETWORK_POLICY, SERVICE_CR, LWS, POOL,
-    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, HPA,
+    SERVICE_CR, POD, SERVICE, NETWORK_POLICY, SECRET, PDB, EVENT, HPA,
+    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, LWS, POOL,
 )  # fmt: skip
 BY_KIND: Mapping[str, Resource] = {r.kind: r for r in RESOURCES}
+#: The kinds the watch caches hold (clients/caches.py).
+CACHED: tuple[Resource, ...] = tuple(r for r in RESOURCES if r.cached)
 
 
 def resource_of(body: Mapping[str, Any]) -> Resource:
