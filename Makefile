@@ -19,4 +19,4 @@ crd: venv
 	.venv/bin/python -m ascend_operator.clients.rbac --readme charts/ascend-inference-operator/README.md
 
 docs: venv
-	.venv/bin/python -m ascend_operator.api.docs docs/api.md
+	.venv/bin/python -m ascend_operator.reference docs/api.md

@@ -24,6 +24,7 @@ from ascend_operator.api.constants import (
 from ascend_operator.api.parse import NAME, NAME_MAX, NAME_RULE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import AscendInferenceServiceStatus
+from ascend_operator.reference import annotate_schema
 from ascend_operator.validation.rules import RULES
 
 Schema = dict[str, Any]
@@ -203,6 +204,7 @@ def spec_schema() -> Schema:
     env["x-kubernetes-list-type"] = "map"
     env["x-kubernetes-list-map-keys"] = ["name"]
     _attach_rules(schema)
+    annotate_schema(schema)  # the vLLM flag each field renders, from the contract
     return schema
 
 

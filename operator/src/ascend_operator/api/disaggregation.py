@@ -111,7 +111,9 @@ class PdRoleSpec(ApiModel):
         "may reach one another on every port (the KV handshake and transfer ports).",
     )
     role: PdRole = Field(description="prefill or decode.")
-    kv_transfer: KvTransferConfig = Field(description="Rendered as `--kv-transfer-config`.")
+    kv_transfer: KvTransferConfig = Field(
+        description="The KV connector between the roles (vllm-ascend's Mooncake connector)."
+    )
     abort_seconds: int = Field(
         default=DEFAULT_ABORT_SECONDS,
         ge=1,

@@ -2,13 +2,13 @@
 cannot drift from them: an enum-typed field lists its values (the roll reasons of status.rolls, the router
 policies), taken from the enum the CRD's schema enumerates.
 
-`python -m ascend_operator.api.docs docs/api.md` rewrites the tables between the page's api and status
-markers; tests/unit/test_readme.py fails while the page differs from the models.
+`python -m ascend_operator.reference docs/api.md` (`make docs`) rewrites the tables between the page's api
+and status markers, with the vLLM flag each field renders (the contract's, joined there: the api imports
+nothing); tests/unit/test_readme.py fails while the page differs from the models.
 """
 
-import sys
+from collections.abc import Mapping
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -47,22 +47,26 @@ def _default(info: FieldInfo) -> str:
     return f"`{getattr(value, 'value', value)}`"
 
 
-def _rows(model: type[BaseModel], prefix: str) -> list[tuple[str, str, str]]:
+def _rows(model: type[BaseModel], prefix: str, notes: Mapping[str, str]) -> list[tuple[str, str, str]]:
     rows = []
     for name, info in model.model_fields.items():
         path = f"{prefix}.{info.alias or name}"
         nested = _model_of(info.annotation)
-        description = ((info.description or "") + _values(info.annotation)).replace("|", "\\|").replace("\n", " ")
-        rows.append((path, _default(info), description))
+        text = " ".join(t for t in (info.description or "", notes.get(path, "")) if t) + _values(info.annotation)
+        rows.append((path, _default(info), text.replace("|", "\\|").replace("\n", " ")))
         if nested is not None:
-            rows += _rows(nested, path)
+            rows += _rows(nested, path, notes)
     return rows
 
 
-def api_table(model: type[BaseModel] = AscendInferenceServiceSpec, prefix: str = "spec") -> str:
-    """A Markdown table of every field of `model` (the spec by default): path, default, description."""
+def api_table(
+    model: type[BaseModel] = AscendInferenceServiceSpec, prefix: str = "spec", *, notes: Mapping[str, str] = {}
+) -> str:
+    """A Markdown table of every field of `model` (the spec by default): path, default, description, and
+    after it the note `notes` has for the field's path (`spec.engine.maxModelLen`: the vLLM flag it renders,
+    which the api cannot know: ascend_operator/reference.py joins them)."""
     lines = ["| field | default | description |", "|---|---|---|"]
-    lines += [f"| `{path}` | {default} | {text} |" for path, default, text in _rows(model, prefix)]
+    lines += [f"| `{path}` | {default} | {text} |" for path, default, text in _rows(model, prefix, notes)]
     return "\n".join(lines) + "\n"
 
 
@@ -88,16 +92,11 @@ def block_in(page: str, name: str) -> str:
     return page.split(begin, 1)[1].split(end, 1)[0]
 
 
-def with_table(page: str) -> str:
+def with_table(page: str, *, notes: Mapping[str, str] = {}) -> str:
     """`page` with the text between its api and status markers replaced by the current tables."""
-    return with_block(with_block(page, "api", api_table()), "status", status_table())
+    return with_block(with_block(page, "api", api_table(notes=notes)), "status", status_table())
 
 
 def table_in(page: str) -> str:
     """The table a page carries between its api markers."""
     return block_in(page, "api")
-
-
-if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/api.md")
-    target.write_text(with_table(target.read_text()))

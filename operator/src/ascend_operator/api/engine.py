@@ -114,30 +114,30 @@ class LongContextSpec(ApiModel):
 class EngineSpec(ApiModel):
     """Engine (vLLM) settings. Defaults are the seed's production profile."""
 
-    port: int = Field(default=8000, ge=1, le=65535, description="`--port` of the OpenAI-compatible server.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port of the OpenAI-compatible server.")
     max_model_len: int | None = Field(
         default=None,
         ge=1,
-        description="`--max-model-len`: an admission limit (~300K context + output room in the seed), not a "
+        description="An admission limit (~300K context + output room in the seed), not a "
         "promise such a request completes. Unset: vLLM takes the model's own limit and the HBM budget check "
         "is skipped.",
     )
     max_num_batched_tokens: int = Field(
         default=8192,
         ge=1,
-        description="`--max-num-batched-tokens` (MBT): the chunked-prefill budget per step. 8192 is the "
+        description="MBT: the chunked-prefill budget per step. 8192 is the "
         "seed's HBM sweet spot; 32768 does not start at long context.",
     )
     max_num_seqs: int = Field(
         default=32,
         ge=1,
         le=4096,
-        description="`--max-num-seqs`: running slots; a capacity and tail-latency knob.",
+        description="Running slots; a capacity and tail-latency knob.",
     )
     long_prefill_token_threshold: int | None = Field(
         default=None,
         ge=0,
-        description="`--long-prefill-token-threshold`: the most prompt tokens one request computes in a step, "
+        description="The most prompt tokens one request computes in a step, "
         "running or waiting (vllm/v1/core/sched/scheduler.py:478-479, 827-829), so a long prompt's chunks "
         "leave the rest of maxNumBatchedTokens to short prompts instead of taking all of it: without it a "
         "short prompt arriving during a 300K prefill waits for the whole prefill. It caps a speculative "
@@ -146,68 +146,75 @@ class EngineSpec(ApiModel):
     max_num_partial_prefills: int | None = Field(
         default=None,
         ge=1,
-        description="`--max-num-partial-prefills` (vllm/config/scheduler.py:70-72): only 1 (unset) starts; "
+        description="Concurrent partial prefills (vllm/config/scheduler.py:70-72): only 1 (unset) starts; "
         "vLLM 0.25.1's V1 engine refuses concurrent partial prefills (vllm/engine/arg_utils.py:2369-2379).",
     )
     max_long_partial_prefills: int | None = Field(
         default=None,
         ge=1,
-        description="`--max-long-partial-prefills` (vllm/config/scheduler.py:74-78): only 1 (unset) starts, "
-        "as for maxNumPartialPrefills; vLLM also requires it to be at most maxNumPartialPrefills "
+        description="Concurrent partial prefills of long prompts (vllm/config/scheduler.py:74-78): only 1 "
+        "(unset) starts, as for maxNumPartialPrefills; vLLM also requires it to be at most maxNumPartialPrefills "
         "(vllm/config/scheduler.py:315-319).",
     )
     gpu_memory_utilization: float = Field(
         default=0.90,
         gt=0,
         le=1,
-        description="`--gpu-memory-utilization` in (0, 1]; 0.90 keeps the seed's safety margin.",
+        description="Share of each NPU's HBM vLLM may use, in (0, 1]; 0.90 keeps the seed's safety margin.",
     )
     block_size: int = Field(
         default=128,
         ge=1,
         le=4096,
-        description="`--block-size` (KV block tokens). vllm-ascend rewrites any value it does not keep (32, 64 "
+        description="KV block tokens. vllm-ascend rewrites any value it does not keep (32, 64 "
         "or 128 on DeepSeek-V4, 128 elsewhere), so validation refuses those for a known model profile.",
     )
-    tokenizer_mode: str | None = Field(default=None, description="`--tokenizer-mode`.")
-    tool_call_parser: str | None = Field(default=None, description="`--tool-call-parser`.")
-    enable_auto_tool_choice: bool = Field(default=False, description="`--enable-auto-tool-choice`.")
-    reasoning_parser: str | None = Field(default=None, description="`--reasoning-parser`.")
+    tokenizer_mode: str | None = Field(
+        default=None, description="Tokenizer mode (vLLM's `auto`, `slow`, or a model's own such as `deepseek_v4`)."
+    )
+    tool_call_parser: str | None = Field(
+        default=None, description="Parser that turns the model's tool calls into OpenAI tool_calls."
+    )
+    enable_auto_tool_choice: bool = Field(
+        default=False,
+        description="Let the model decide when to call tools (`tool_choice: auto`); needs toolCallParser.",
+    )
+    reasoning_parser: str | None = Field(
+        default=None, description="Parser that splits the model's reasoning from its answer (reasoning_content)."
+    )
     hybrid_kv_cache_manager: bool | None = Field(
         default=None,
-        description="true renders `--no-disable-hybrid-kv-cache-manager` (the seed's hybrid KV groups), "
-        "false `--disable-hybrid-kv-cache-manager`, unset leaves vLLM's default.",
+        description="The hybrid KV cache manager (the seed's hybrid KV groups) on or off; unset leaves vLLM's default.",
     )
     enable_prompt_tokens_details: bool = Field(
         default=True,
-        description="`--enable-prompt-tokens-details`: cached prompt tokens in usage, so a benchmark can check "
+        description="Cached prompt tokens in usage, so a benchmark can check "
         "the prefix-cache hit delta (FACTS.md benchmark pitfall 1).",
     )
     async_scheduling: bool = Field(
         default=False,
-        description="true renders `--async-scheduling`, false `--no-async-scheduling` (vLLM 0.25.1 turns it on "
+        description="Asynchronous scheduling on or off (vLLM 0.25.1 turns it on "
         "when neither is given); the seed measured 689.75 -> 687.31 tok/s, so off.",
     )
     shutdown_timeout_seconds: int = Field(
         default=45,
         ge=0,
         le=3600,
-        description="`--shutdown-timeout`: after a SIGTERM the operator did not drain first (`kubectl delete "
+        description="After a SIGTERM the operator did not drain first (`kubectl delete "
         "pod`, an eviction, a node shutdown), vLLM finishes in-flight requests for up to this many seconds "
         "(mode drain, vllm/entrypoints/launcher.py:109-123) instead of aborting them (0, vLLM's default). The "
         "pod's terminationGracePeriodSeconds is this plus 15 s, so the kubelet's SIGKILL never cuts it short.",
     )
     model_loader: ModelLoaderSpec | None = Field(
-        default=None, description="`--model-loader-extra-config`; unset omits the flag."
+        default=None, description="Model loader options (threads, safetensors loading); unset omits the flag."
     )
     speculative: SpeculativeSpec | None = Field(
-        default=None, description="`--speculative-config`; unset runs without speculative decoding."
+        default=None, description="Speculative decoding; unset runs without it."
     )
-    compilation: CompilationSpec | None = Field(
-        default=None, description="`--compilation-config`; unset omits the flag."
-    )
+    compilation: CompilationSpec | None = Field(default=None, description="Graph compilation; unset omits the flag.")
     additional_config: AdditionalConfigSpec = Field(
-        default_factory=AdditionalConfigSpec, description="vllm-ascend `--additional-config`."
+        default_factory=AdditionalConfigSpec,
+        description="vllm-ascend's additional config: the keys this project knows, typed, plus a passthrough.",
     )
     long_context: LongContextSpec = Field(
         default_factory=LongContextSpec, description="The long-context path; off by default."

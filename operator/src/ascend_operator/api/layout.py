@@ -19,15 +19,15 @@ class Parallelism(ApiModel):
     the total across nodes, each node runs `data / nodes` engines; TP never spans nodes.
     """
 
-    tensor: int = Field(default=8, ge=1, le=16, description="`--tensor-parallel-size` (TP).")
+    tensor: int = Field(default=8, ge=1, le=16, description="TP: NPUs one engine shards the model over.")
     data: int = Field(
         default=1,
         ge=1,
         le=64,
-        description="`--data-parallel-size` (DP): engines of one replica, summed over its nodes; each node runs "
+        description="DP: engines of one replica, summed over its nodes; each node runs "
         "`data / nodes` of them (`--data-parallel-size-local`).",
     )
-    expert: bool = Field(default=True, description="`--enable-expert-parallel` (EP = TP x DP).")
+    expert: bool = Field(default=True, description="Expert parallelism (EP = TP x DP) for MoE layers.")
     nodes: int = Field(
         default=1,
         ge=1,

@@ -80,9 +80,9 @@ class ModelSpec(ApiModel):
     served_name: str = Field(
         pattern=r"^[A-Za-z0-9][-._A-Za-z0-9/]*$",
         max_length=253,
-        description="`--served-model-name`; clients and the canary ask for this name.",
+        description="The model name clients and the canary ask for.",
     )
-    quantization: str | None = Field(default=None, description="`--quantization` (`ascend` for W8A8).")
+    quantization: str | None = Field(default=None, description="Quantization method (`ascend` for W8A8).")
     profile: str | None = Field(
         default=None,
         description="Name of a model profile (memory figures measured on Atlas 800 A2) for the HBM/KV budget "

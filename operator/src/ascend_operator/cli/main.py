@@ -66,8 +66,9 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     from ascend_operator.api.docs import api_table
+    from ascend_operator.reference import doc_notes
 
-    sys.stdout.write(api_table())
+    sys.stdout.write(api_table(notes=doc_notes()))
     return 0
 
 
