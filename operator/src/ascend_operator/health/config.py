@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ascend_operator.api.profiles import load_profiles
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import metrics as M
 from ascend_operator.health.samples import EngineSample
-from ascend_operator.validation.budget import load_profiles
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,16 +6,16 @@ docs/FACTS.md "Memory / KV budget (per NPU)") and the fitted startup requirement
 
     needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x max_num_batched_tokens
 
-against the KV memory free per NPU. Pure: no I/O beyond reading the packaged profile table once.
+against the KV memory free per NPU. Pure: the profiles are read once by `ascend_operator.api.profiles`.
 """
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from functools import cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+# the measured figures are the API's (spec.model.profile names one); re-exported for the budget's users
+from ascend_operator.api.profiles import Layout as Layout
+from ascend_operator.api.profiles import ModelProfile as ModelProfile
+from ascend_operator.api.profiles import load_profiles as load_profiles
 
 KIB_PER_GIB = 1024.0 * 1024.0
 
@@ -26,57 +26,6 @@ TIGHT_FRACTION = 0.75
 #: Above this share the engine cannot start: the requirement exceeds the free KV memory (MBT 32768 needed
 #: ~21.6 GiB of ~13.8 and did not start).
 CANNOT_START_FRACTION = 1.0
-
-
-class Layout(BaseModel):
-    """Per-NPU memory of one TP x DP layout, measured at the profile's utilization."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tensor: int
-    data: int
-    nodes: int = 1
-    """Nodes the layout spans; a one-node measurement says nothing about the per-NPU memory of a wider EP."""
-    weights_gib: float
-    activation_gib: float
-    non_torch_gib: float
-    graph_gib: float
-    free_kv_gib: float
-    kv_pool_tokens: int
-    kv_pool_tokens_long_context: int
-
-    @property
-    def fixed_gib(self) -> float:
-        """Memory taken before any KV: weights, activations, non-torch allocations, graphs."""
-        return self.weights_gib + self.activation_gib + self.non_torch_gib + self.graph_gib
-
-
-class ModelProfile(BaseModel):
-    """Measured memory behaviour of one model on Atlas 800 A2."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    description: str
-    routed_experts: int | None = None
-    model_type: str | None = None
-    """config.json `model_type`; vllm-ascend's block-size rule depends on it (contract.additional_config)."""
-    startup_kib_per_model_len_token: float
-    startup_kib_per_batched_token: float
-    measured_at_utilization: float = Field(gt=0, le=1)
-    layouts: list[Layout]
-
-    def layout(self, *, tensor: int, data: int, nodes: int = 1) -> Layout | None:
-        """The measured layout for this TP x DP over this many nodes, if any."""
-        wanted = (tensor, data, nodes)
-        return next((lay for lay in self.layouts if (lay.tensor, lay.data, lay.nodes) == wanted), None)
-
-
-@cache
-def load_profiles() -> dict[str, ModelProfile]:
-    """The packaged model profiles, parsed once."""
-    text = resources.files("ascend_operator.data").joinpath("model_profiles.yaml").read_text()
-    raw = yaml.safe_load(text)
-    return {name: ModelProfile.model_validate(body) for name, body in raw.items()}
 
 
 class Verdict(StrEnum):

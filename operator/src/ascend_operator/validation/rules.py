@@ -10,13 +10,13 @@ specs without an API server.
 """
 
 from ascend_operator.api.constants import GROUP, KNOWN_NPU_RESOURCES
+from ascend_operator.api.profiles import load_profiles
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
 from ascend_operator.contract import flags as F
 from ascend_operator.render.env import API_KEY_ENV
 from ascend_operator.render.pod import OPERATOR_LABELS
 from ascend_operator.render.resources import build_resources, parse_quantity
-from ascend_operator.validation.budget import load_profiles
 from ascend_operator.validation.pd_rules import PD_RULES
 from ascend_operator.validation.prefill_rules import PREFILL_RULES
 from ascend_operator.validation.rule import Rule, Spec
