@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ascend_operator.health.chips import check_code
+from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import Cluster, wait_for
 from tests.e2e.operator_fixtures import (
     FAST,

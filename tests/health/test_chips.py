@@ -15,18 +15,9 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.contract.mindcluster import NodeReport, check_code, node_report, parse_device_info, pod_chips
 from ascend_operator.disruption import RollReason
-from ascend_operator.health.chips import (
-    ChipFinding,
-    NodeReport,
-    check_code,
-    judge_chips,
-    node_report,
-    observed_only,
-    parse_device_info,
-    pod_chips,
-    separating,
-)
+from ascend_operator.health.chips import ChipFinding, judge_chips, observed_only, separating
 from ascend_operator.health.judge import PodHealth
 from ascend_operator.health.machine import Observations, step
 

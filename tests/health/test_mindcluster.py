@@ -16,16 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ascend_operator.health.chips import (
-    NodeReport,
-    judge_chips,
-    keep_off,
-    node_report,
-    node_unhealthy,
-    observed_only,
-    parse_device_info,
-)
-from ascend_operator.health.clusterd import preferred, read_cluster_view
+from ascend_operator.contract.clusterd import preferred, read_cluster_view
+from ascend_operator.contract.mindcluster import NodeReport, node_report, parse_device_info
+from ascend_operator.health.chips import judge_chips, keep_off, node_unhealthy, observed_only
 from tests.health.test_chips import NOW, device_info, fault, node_info
 
 GENERATED = Path(__file__).resolve().parents[1] / "fixtures" / "mindcluster" / "generated"

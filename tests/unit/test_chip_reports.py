@@ -15,7 +15,8 @@ from kubernetes import client
 
 from ascend_operator.clients import chip_reports
 from ascend_operator.clients.chip_reports import ChipReports, NodeLabels
-from ascend_operator.health.chips import DEVICE_INFO_NAMESPACE, DEVICE_INFO_PREFIX, judge_chips, stale
+from ascend_operator.contract.mindcluster import DEVICE_INFO_NAMESPACE, DEVICE_INFO_PREFIX
+from ascend_operator.health.chips import judge_chips, stale
 from tests.health.test_chips import device_info, fault
 from tests.health.test_mindcluster import data
 

@@ -174,7 +174,7 @@ def test_pass_durations_are_one_fleet_wide_histogram_per_loop() -> None:
 
 
 def test_npu_faults_are_series_by_node_chip_and_level_and_go_when_the_plugin_clears_them() -> None:
-    from ascend_operator.health.chips import ChipFault, NodeReport
+    from ascend_operator.contract.mindcluster import ChipFault, NodeReport
 
     def value(name: str, **labels: str) -> float | None:
         return REGISTRY.get_sample_value(name, labels)

@@ -5,7 +5,7 @@ pass would cost a fleet of 200 services more API requests than everything else i
 its ConfigMaps `mx-consumer-cim=true` (ascend-common/api/consts.go:109; NodeD's too, configmap_reporter.go
 109), so the watch lists only those, in the two namespaces they live in, and the chart grants list/watch
 of ConfigMaps there and nowhere else (templates/rbac-npu.yaml). ClusterD's processed view lives in one of
-them (mindx-dl) under its own label (`mx-consumer-volcano=true`, health/clusterd.py): a third watch.
+them (mindx-dl) under its own label (`mx-consumer-volcano=true`, contract/clusterd.py): a third watch.
 
 Staleness is judged by this operator's clock (health/chips.py STALE_SECONDS): each node's report carries
 when this process saw it change (`seen`), never the node's UpdateTime compared with this clock, since a
@@ -22,7 +22,14 @@ from kubernetes import client
 
 from ascend_operator.api.constants import CHIP_NAME_LABEL, DRIVER_VERSION_LABEL
 from ascend_operator.clients.informer import Informer, Obj, Store
-from ascend_operator.health.chips import (
+from ascend_operator.contract.clusterd import (
+    CLUSTER_LABEL,
+    CLUSTER_NAMESPACE,
+    ClusterView,
+    preferred,
+    read_cluster_view,
+)
+from ascend_operator.contract.mindcluster import (
     CHIP_RESOURCE,
     CONSUMER_LABEL,
     DEVICE_INFO_NAMESPACE,
@@ -33,7 +40,6 @@ from ascend_operator.health.chips import (
     NodeReport,
     node_report,
 )
-from ascend_operator.health.clusterd import CLUSTER_LABEL, CLUSTER_NAMESPACE, ClusterView, preferred, read_cluster_view
 
 SELECTOR = f"{CONSUMER_LABEL}=true"
 NAMESPACES = (DEVICE_INFO_NAMESPACE, NODE_INFO_NAMESPACE)

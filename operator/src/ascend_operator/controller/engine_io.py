@@ -14,9 +14,9 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.engine import CanaryResult, Engines
 from ascend_operator.clients.resources import Kube
 from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.contract.mindcluster import NodeReport
 from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.views import PodView
-from ascend_operator.health.chips import NodeReport
 from ascend_operator.health.judge import CanaryOutcome, PodHealth
 from ascend_operator.health.machine import canary_due
 from ascend_operator.health.samples import EngineSample, parse_metrics

@@ -44,8 +44,9 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.status import RouterStatus
+from ascend_operator.contract.mindcluster import NodeReport
 from ascend_operator.disruption.model import ROLL_RULES, RollReason
-from ascend_operator.health.chips import NodeReport, node_unhealthy
+from ascend_operator.health.chips import node_unhealthy
 
 ROLLS = Counter("ascend_operator_rolls", "Pods recreated by the operator", ["namespace", "service", "reason"])
 REFUSED = Counter("ascend_operator_rolls_refused", "Rolls the policy refused", ["namespace", "service", "rule"])

@@ -20,7 +20,7 @@ from ascend_operator.api.constants import (
     LWS_WORKER_INDEX_LABEL,
     READINESS_GATE,
 )
-from ascend_operator.health.chips import pod_chips
+from ascend_operator.contract.mindcluster import pod_chips
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,8 +4,9 @@ Why: ClusterD (MindCluster's cluster daemon) reads every device plugin's and Nod
 it knows (public faults sent to it, faults an administrator isolated by hand, faults it filtered or
 merged), and writes the result for Volcano (component/clusterd/pkg/application/resource/report.go:132-
 220, at Ascend/mind-cluster 22bb3d98). Where it runs, its view is what MindCluster acts on; where it does
-not, this operator reads the plugin's and NodeD's own reports (health/chips.py). The formats, all in
-namespace `mindx-dl` (ascend-common api.DLNamespace), labelled `mx-consumer-volcano=true`
+not, this operator reads the plugin's and NodeD's own reports (contract/mindcluster.py). In the contract
+beside them: which source MindCluster itself acts on is a fact about MindCluster, not this operator's
+policy. The formats, all in namespace `mindx-dl` (ascend-common api.DLNamespace), labelled `mx-consumer-volcano=true`
 (clusterd/pkg/common/constant/configmap.go:33-36), each ConfigMap's one data key its own name (report.go
 updateConfig):
 - `cluster-info-device-<i>` (configmap.go:23-24; split into chunks of at most 800 KiB, device/device_util.go
@@ -27,7 +28,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ascend_operator.health.chips import (
+from ascend_operator.contract.mindcluster import (
     DEVICE_INFO_PREFIX,
     MANUALLY_SEPARATED,
     NODE_INFO_PREFIX,
