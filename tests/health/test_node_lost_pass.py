@@ -150,3 +150,22 @@ async def test_a_group_with_a_worker_on_a_lost_node_is_recreated_and_the_worker_
     roll = kube.obj(KIND, "svc")["status"]["rolls"][-1]  # type: ignore[index]
     assert (roll["pod"], roll["reason"]) == ("svc-group-0", "NodeLost")
     assert "svc-group-0-1" in roll["message"]
+
+
+async def test_a_worker_left_terminating_on_a_lost_node_goes_by_itself_and_the_new_leader_stays() -> None:
+    """Its group was already deleted (a stall roll: the leader's ranks stopped with the worker's node) and
+    LeaderWorkerSet made a new leader, which waits for a worker of the same name: only the old worker goes."""
+    parsed = parse_resource(yaml.safe_load((EXAMPLE.parent / "dsr1-2node.yaml").read_text()))
+    leader = pod("svc-group-0", "lead-2", "127.1.0.6", "atlas-a2-0")
+    worker = pod("svc-group-0-1", "work-1", "127.1.1.5", "atlas-a2-1", terminating=True)
+    for raw, index in ((leader, 0), (worker, 1)):
+        raw["metadata"]["labels"] |= {
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+            "leaderworkerset.sigs.k8s.io/worker-index": str(index),
+        }
+    kube = cluster(leader, worker)
+    await one_pass(kube, parsed.spec, silent={"127.1.1.5"})
+    assert [(c.name, c.uid, c.grace_seconds) for c in kube.requests("delete")] == [("svc-group-0-1", "work-1", 0)]
+    assert kube.obj("Pod", "svc-group-0") is not None
+    roll = kube.obj(KIND, "svc")["status"]["rolls"][-1]  # type: ignore[index]
+    assert (roll["pod"], roll["uid"], roll["reason"]) == ("svc-group-0-1", "work-1", "NodeLost")

@@ -163,9 +163,11 @@ async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candi
 
 
 async def _serving(site: Site) -> list[PodView]:
-    """Single-node pods and group leaders (a group is judged and deleted through its leader)."""
+    """Single-node pods and group leaders (a group is judged and deleted through its leader), and workers
+    already terminating: serving nobody, they cost the budget nothing, and one on a lost node is forced out
+    by itself (NodeLost) so that its group's successor can take its name."""
     pods = await service_pods(site.kube, site.namespace, site.service)
-    return [v for p in pods if (v := pod_view(p)).leader_or_single]
+    return [v for p in pods if (v := pod_view(p)).leader_or_single or v.terminating]
 
 
 async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reason: RollReason) -> bool:

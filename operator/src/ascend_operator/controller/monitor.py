@@ -192,7 +192,8 @@ def _node_losses(
 ) -> list[Candidate]:
     """Pods (terminating ones too) given up because their node stopped reporting and their engine does not
     answer (health/node_loss.py), one candidate per replica: a group is asked for through its leader when any
-    member is on a lost node. A worker serves no API the operator reaches, so its node alone decides."""
+    member is on a lost node, a worker left terminating there by itself. A worker serves no API the operator
+    reaches, so its node alone decides."""
     if mon.nodes is None:
         return []
     now, found, lost_nodes = mon.wall(), {}, set()
@@ -213,7 +214,10 @@ def _node_losses(
         if not failed:
             continue
         lost_nodes.add(pod.node)
-        target = pod if pod.leader_or_single else leaders.get(pod.replica)
+        # a worker already terminating was left behind by its group's deletion (a stall roll, LWS's own
+        # restart): only its name is in the way of its successor, so it goes by itself; a live one takes its
+        # group (through the leader) with it
+        target = pod if pod.leader_or_single or pod.terminating else leaders.get(pod.replica)
         if target is not None and target.uid not in found:
             found[target.uid] = Candidate(pod=target.name, uid=target.uid, reason=RollReason(reason), message=message)
     memory.lost_nodes = frozenset(lost_nodes)
