@@ -152,12 +152,17 @@ async def test_a_group_with_a_worker_on_a_lost_node_is_recreated_and_the_worker_
     assert "svc-group-0-1" in roll["message"]
 
 
-async def test_a_worker_left_terminating_on_a_lost_node_goes_by_itself_and_the_new_leader_stays() -> None:
+@pytest.mark.parametrize("terminating", [True, False], ids=["worker-terminating", "new-leader"])
+async def test_a_worker_left_on_a_lost_node_goes_by_itself_and_the_new_leader_stays(terminating: bool) -> None:
     """Its group was already deleted (a stall roll: the leader's ranks stopped with the worker's node) and
-    LeaderWorkerSet made a new leader, which waits for a worker of the same name: only the old worker goes."""
+    LeaderWorkerSet made a new leader, which waits for a worker of the same name: only the old worker goes,
+    whether the garbage collector has marked it terminating yet or not (the new leader started after the
+    node went silent)."""
     parsed = parse_resource(yaml.safe_load((EXAMPLE.parent / "dsr1-2node.yaml").read_text()))
     leader = pod("svc-group-0", "lead-2", "127.1.0.6", "atlas-a2-0")
-    worker = pod("svc-group-0-1", "work-1", "127.1.1.5", "atlas-a2-1", terminating=True)
+    if not terminating:
+        leader["status"]["startTime"] = "2027-01-15T07:57:00Z"  # NOW - 180 s: after the silence (NOW - 260 s)
+    worker = pod("svc-group-0-1", "work-1", "127.1.1.5", "atlas-a2-1", terminating=terminating)
     for raw, index in ((leader, 0), (worker, 1)):
         raw["metadata"]["labels"] |= {
             "leaderworkerset.sigs.k8s.io/group-index": "0",

@@ -92,7 +92,7 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
             PodState(
                 name=p.name,
                 uid=p.uid,
-                ready=p.ready,
+                ready=p.ready and p.leader_or_single,  # a worker serves through its leader, never alone
                 terminating=p.terminating,
                 started_at=epoch(p.started_at),
                 served=p.uid in memory.served,
@@ -162,12 +162,12 @@ async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candi
     return health_history((current or {}).get("status") or {}, memory.rolls)
 
 
-async def _serving(site: Site) -> list[PodView]:
-    """Single-node pods and group leaders (a group is judged and deleted through its leader), and workers
-    already terminating: serving nobody, they cost the budget nothing, and one on a lost node is forced out
-    by itself (NodeLost) so that its group's successor can take its name."""
-    pods = await service_pods(site.kube, site.namespace, site.service)
-    return [v for p in pods if (v := pod_view(p)).leader_or_single or v.terminating]
+async def _serving(site: Site, memory: ServiceMemory) -> list[PodView]:
+    """Single-node pods and group leaders (a group is judged and deleted through its leader), and the groups'
+    workers on lost nodes or terminating, which never count as serving (`pod_states`) and are deleted by
+    themselves only when left on a lost node (NodeLost), so that their group's successor can take the name."""
+    pods = [pod_view(p) for p in await service_pods(site.kube, site.namespace, site.service)]
+    return [v for v in pods if v.leader_or_single or v.terminating or v.node in memory.lost_nodes]
 
 
 async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reason: RollReason) -> bool:
@@ -320,7 +320,7 @@ async def disrupt(
     """Record this loop's candidates, decide once over everyone's, and act on the decision."""
     async with memory.lock:
         memory.candidates[source] = candidates
-        views = await _serving(site)
+        views = await _serving(site, memory)
         if await _complete_recorded(site, memory, views):
             return Decision(action=None)
         candidates = [c for cands in memory.candidates.values() for c in cands]

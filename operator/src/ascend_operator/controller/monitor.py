@@ -58,7 +58,7 @@ from ascend_operator.health.machine import (
     resume,
     step,
 )
-from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss
+from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss, silent_since
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.health.stall import decode_slots
@@ -192,8 +192,8 @@ def _node_losses(
 ) -> list[Candidate]:
     """Pods (terminating ones too) given up because their node stopped reporting and their engine does not
     answer (health/node_loss.py), one candidate per replica: a group is asked for through its leader when any
-    member is on a lost node, a worker left terminating there by itself. A worker serves no API the operator
-    reaches, so its node alone decides."""
+    member is on a lost node (`_group_target`: a worker left there by an earlier recreation goes by itself). A
+    worker serves no API the operator reaches, so its node alone decides."""
     if mon.nodes is None:
         return []
     now, found, lost_nodes = mon.wall(), {}, set()
@@ -214,14 +214,25 @@ def _node_losses(
         if not failed:
             continue
         lost_nodes.add(pod.node)
-        # a worker already terminating was left behind by its group's deletion (a stall roll, LWS's own
-        # restart): only its name is in the way of its successor, so it goes by itself; a live one takes its
-        # group (through the leader) with it
-        target = pod if pod.leader_or_single or pod.terminating else leaders.get(pod.replica)
+        target = pod if pod.leader_or_single else _group_target(pod, leaders.get(pod.replica), check)
         if target is not None and target.uid not in found:
             found[target.uid] = Candidate(pod=target.name, uid=target.uid, reason=RollReason(reason), message=message)
     memory.lost_nodes = frozenset(lost_nodes)
     return list(found.values())
+
+
+def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput) -> PodView:
+    """Who goes for a worker on a lost node: its group, through the leader, when the leader predates the
+    silence (the group the worker belongs to); else the worker alone. A worker already terminating, or one
+    whose leader started after the node went silent, was left behind by its group's earlier deletion (a stall
+    roll: a lost peer stops the leader's ranks first) or placed there before the node was tainted: deleting
+    the new leader would only recreate the group again, while the worker's name is what the group's
+    successor waits for."""
+    silence = silent_since(check.node, now=check.now) if check.node is not None else None
+    started = epoch(leader.started_at) if leader is not None else None
+    if worker.terminating or leader is None or silence is None or started is None or started >= silence[0]:
+        return worker
+    return leader
 
 
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, PodFault]:
