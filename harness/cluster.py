@@ -197,7 +197,10 @@ def silence_node(cluster: Cluster, node: str) -> float:
     forgets the node at once. Nothing then renews the node's Lease or its status: the node lifecycle
     controller calls it Unknown and taints it unreachable, as on a real cluster; its pods stay as they were
     in the API (Running, until something deletes them, and then Terminating forever). Other nodes' pods
-    are untouched (KWOK keeps what a pod's status already says). Returns the wall time the node went silent.
+    are untouched (KWOK keeps what a pod's status already says), but the restarted KWOK is a new Lease holder:
+    it takes over the other nodes' Leases only once they lapse, up to a renewal period (10 s) late, so for a
+    few seconds every node's Lease looks expired (a real kubelet restart keeps its holder, the node's name).
+    Returns the wall time the node went silent.
     Only on a local control plane this process started (KWOK is one of its components)."""
     if cluster.state_dir is None:
         raise ValueError("silence_node restarts KWOK: only on a cluster this process started")

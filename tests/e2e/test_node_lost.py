@@ -9,14 +9,19 @@ What a user sees, asserted: the replica is back Ready on another node, its old p
 node; the other replica served a closed loop of requests throughout with 0 failures; and a pod on a live node
 that is slow to terminate is not forced (its deletion waits for its kubelet, KWOK, as before).
 
-Cost: ~1.5 min on the session cluster (3 fake nodes; the Lease's 40 s duration is most of it, the service
-uses spec.health.nodeLostSeconds 5 and the fast health profile, simulators at 30x). The seconds from the
-node going silent to the replacement Ready are printed (`-s` shows them).
+A two-node LeaderWorkerSet group whose worker's node goes silent is recreated the same way: its leader's
+ranks stop with the worker (aissim/group.py: a lost peer stops every rank), and whichever comes first, the
+stall roll or NodeLost, the worker left on the silent node is forced out so the group's fixed names are free.
+
+Cost: ~2.5 min on the session cluster (3 fake nodes per test; the Lease's 40 s duration is most of it, the
+services use spec.health.nodeLostSeconds 15 and the fast health profile, simulators at 30x). The seconds from
+the node going silent to the replacement Ready are printed (`-s` shows them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -42,18 +47,25 @@ from tests.e2e.operator_fixtures import (
     ready,
     start_operator,
 )
+from tests.e2e.test_multinode import by_role, group_pods, two_node
 
-NODE_LOST_SECONDS = 5
+#: spec.health.nodeLostSeconds here: not less than one Lease renewal period (10 s) plus slack, because a
+#: restarted KWOK is a new Lease holder and takes over the Leases of the nodes it keeps playing only after
+#: they lapse, up to a renewal period late (seen: 2.7 s), which a real kubelet restart (its holder is its
+#: node) does not do; with 5 s, a group's new leader, loading on a live node, was forced out in that gap.
+NODE_LOST_SECONDS = 15
 BODY = {"model": MODEL, "prompt": "Say hello.", "max_tokens": 16}
 
 
 @pytest.fixture
-def node_loss_operator(cluster: Cluster, crd: None, tmp_path: Path) -> Iterator[Proc]:
-    """The operator with the node and Lease watches on (`--node-loss`)."""
+def node_loss_operator(cluster: Cluster, crd: None, namespace: str, tmp_path: Path) -> Iterator[Proc]:
+    """The operator with the node and Lease watches on (`--node-loss`); the test's services are deleted while
+    it still runs (their finalizer goes at once)."""
     if cluster.state_dir is None:
         pytest.skip("silencing a node restarts KWOK: only on the local control plane this session started")
     proc = start_operator(cluster, tmp_path / "operator.log", "--node-loss", port_base=19780)
     yield proc
+    cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
     proc.stop()
 
 
@@ -107,6 +119,12 @@ class Load:
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         self.thread.join(timeout=90)
+
+
+def resume(pid: int) -> None:
+    """SIGCONT the stopped simulator, unless `aissim attach` already stopped it with its pod (SIGKILL)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
 
 
 def node_of(pod: dict[str, Any]) -> str:
@@ -168,7 +186,7 @@ def test_a_replica_on_a_silent_node_comes_back_on_another_node_while_the_other_s
             wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, interval=0.5, message="Ready again")
             t_ready = time.time()
         finally:
-            os.kill(stopped, signal.SIGCONT)
+            resume(stopped)
     print(
         f"node {lost} silent -> old pod forced out {t_forced - t_silent:.1f}s -> replacement Ready "
         f"{t_ready - t_silent:.1f}s; the other replica: {load.ok} answered, {load.failed} failed"
@@ -217,6 +235,53 @@ def test_a_pod_slow_to_terminate_on_a_live_node_is_not_forced(
         rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
         assert not [r for r in rolls if r["reason"] == "NodeLost"], rolls
     finally:
-        os.kill(stopped, signal.SIGCONT)
+        resume(stopped)
         cluster.kubectl("patch", "pod", name, "-n", namespace, "--type=merge", "-p",
                         '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+
+
+def test_a_group_with_its_worker_on_a_silent_node_is_recreated_on_live_nodes(
+    cluster: Cluster,
+    namespace: str,
+    add_nodes: AddNodes,
+    lws: None,
+    attach: Callable[..., Proc],
+    node_loss_operator: Proc,
+) -> None:
+    label_nodes(cluster, add_nodes(3), namespace)  # the leader's, the worker's, and a spare for the worker
+    sims = attach()
+    body = two_node("svc", namespace)
+    body["spec"]["health"] = {**FAST, "nodeLostSeconds": NODE_LOST_SECONDS}
+    cluster.apply(body, namespace=namespace)
+    wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, message="the group Ready")
+    roles = by_role(group_pods(cluster, namespace))
+    leader, worker = roles["leader"], roles["worker"]
+    lost = node_of(worker)
+    old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
+    stopped = engine_pid(sims, worker["status"]["podIP"])
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        t_silent = silence_node(cluster, lost)
+
+        def recreated() -> bool:
+            pods = group_pods(cluster, namespace)
+            uids = {p["metadata"]["uid"] for p in pods}
+            return len(pods) == 2 and not old & uids and all(node_of(p) and node_of(p) != lost for p in pods)
+
+        wait_for(recreated, timeout=180, interval=0.5, message="the group recreated off the silent node")
+        t_placed = time.time()
+        wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, interval=0.5, message="Ready again")
+        t_ready = time.time()
+    finally:
+        resume(stopped)
+    rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
+    print(
+        f"group: node {lost} silent -> recreated off it {t_placed - t_silent:.1f}s -> Ready "
+        f"{t_ready - t_silent:.1f}s; rolls {[(r['pod'], r['reason']) for r in rolls]}"
+    )
+    forced = [r for r in rolls if r["reason"] == "NodeLost"]
+    assert forced, rolls
+    assert all(lost in r["message"] for r in forced)
+    assert {r["uid"] for r in forced} <= old
+    pods = cluster.get_json("pods", "-n", namespace)["items"]
+    assert not [p for p in pods if p["metadata"]["uid"] in old], "a pod of the old group is left"

@@ -161,7 +161,8 @@ async def test_a_worker_left_on_a_lost_node_goes_by_itself_and_the_new_leader_st
     parsed = parse_resource(yaml.safe_load((EXAMPLE.parent / "dsr1-2node.yaml").read_text()))
     leader = pod("svc-group-0", "lead-2", "127.1.0.6", "atlas-a2-0")
     if not terminating:
-        leader["status"]["startTime"] = "2027-01-15T07:57:00Z"  # NOW - 180 s: after the silence (NOW - 260 s)
+        # NOW - 180 s: after the node last renewed its Lease (NOW - 300 s)
+        leader["status"]["startTime"] = "2027-01-15T07:57:00Z"
     worker = pod("svc-group-0-1", "work-1", "127.1.1.5", "atlas-a2-1", terminating=terminating)
     for raw, index in ((leader, 0), (worker, 1)):
         raw["metadata"]["labels"] |= {

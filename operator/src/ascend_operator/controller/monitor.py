@@ -223,14 +223,19 @@ def _node_losses(
 
 def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput) -> PodView:
     """Who goes for a worker on a lost node: its group, through the leader, when the leader predates the
-    silence (the group the worker belongs to); else the worker alone. A worker already terminating, or one
+    node's last report (the group the worker belongs to); else the worker alone. A worker already terminating, or one
     whose leader started after the node went silent, was left behind by its group's earlier deletion (a stall
     roll: a lost peer stops the leader's ranks first) or placed there before the node was tainted: deleting
     the new leader would only recreate the group again, while the worker's name is what the group's
     successor waits for."""
-    silence = silent_since(check.node, now=check.now) if check.node is not None else None
+    node = check.node
+    silence = silent_since(node, now=check.now) if node is not None else None
+    # the node last reported at its Lease's last renewal (the silence is seen only when the Lease expires,
+    # up to its 40 s later: a leader a stall roll recreated in between is already a new group)
+    heard = None if node is None else node.lease_renewed
+    quiet = heard if heard is not None else (silence[0] if silence is not None else None)
     started = epoch(leader.started_at) if leader is not None else None
-    if worker.terminating or leader is None or silence is None or started is None or started >= silence[0]:
+    if worker.terminating or leader is None or quiet is None or started is None or started >= quiet:
         return worker
     return leader
 
