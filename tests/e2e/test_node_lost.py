@@ -47,6 +47,7 @@ from tests.e2e.operator_fixtures import (
     ready,
     start_operator,
 )
+from tests.e2e.passes import free_port, more_passes
 from tests.e2e.test_multinode import by_role, group_pods, two_node
 
 #: spec.health.nodeLostSeconds here: not less than one Lease renewal period (10 s) plus slack, because a
@@ -58,13 +59,16 @@ BODY = {"model": MODEL, "prompt": "Say hello.", "max_tokens": 16}
 
 
 @pytest.fixture
-def node_loss_operator(cluster: Cluster, crd: None, namespace: str, tmp_path: Path) -> Iterator[Proc]:
-    """The operator with the node and Lease watches on (`--node-loss`); the test's services are deleted while
-    it still runs (their finalizer goes at once)."""
+def node_loss_operator(cluster: Cluster, crd: None, namespace: str, tmp_path: Path) -> Iterator[int]:
+    """The operator with the node and Lease watches on (`--node-loss`); its metrics port (to count its
+    passes). The test's services are deleted while it still runs (their finalizer goes at once)."""
     if cluster.state_dir is None:
         pytest.skip("silencing a node restarts KWOK: only on the local control plane this session started")
-    proc = start_operator(cluster, tmp_path / "operator.log", "--node-loss", port_base=19780)
-    yield proc
+    metrics = free_port()
+    proc = start_operator(
+        cluster, tmp_path / "operator.log", "--node-loss", "--metrics-port", str(metrics), port_base=19780
+    )
+    yield metrics
     cluster.kubectl("delete", "ais", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False)
     proc.stop()
 
@@ -152,7 +156,7 @@ def test_a_replica_on_a_silent_node_comes_back_on_another_node_while_the_other_s
     namespace: str,
     add_nodes: AddNodes,
     attach: Callable[..., Proc],
-    node_loss_operator: Proc,
+    node_loss_operator: int,
 ) -> None:
     nodes = add_nodes(3)  # two replicas, one node each, and a spare for the successor
     label_nodes(cluster, nodes, namespace)
@@ -208,7 +212,7 @@ def test_a_pod_slow_to_terminate_on_a_live_node_is_not_forced(
     namespace: str,
     add_nodes: AddNodes,
     attach: Callable[..., Proc],
-    node_loss_operator: Proc,
+    node_loss_operator: int,
 ) -> None:
     """A live node's kubelet finishes its pods; the operator never shortcuts it. A finalizer holds the pod
     Terminating (as a slow preStop or a stuck volume unmount would) past nodeLostSeconds, its engine stopped
@@ -226,9 +230,9 @@ def test_a_pod_slow_to_terminate_on_a_live_node_is_not_forced(
     os.kill(stopped, signal.SIGSTOP)
     try:
         cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
-        held_since = time.monotonic()
-        # several health passes (1 s apart) with the pod Terminating and its engine silent
-        wait_for(lambda: time.monotonic() - held_since > 8, timeout=20, interval=1, message="passes")
+        # several health passes with the pod Terminating and its engine silent: nodeLostSeconds 0 would give
+        # it up at once on a silent node
+        more_passes(node_loss_operator, health=8, reconcile=1)
         current = cluster.get_json("pod", name, "-n", namespace)
         assert current["metadata"]["uid"] == pod["metadata"]["uid"]
         assert current["metadata"].get("deletionTimestamp")
@@ -246,7 +250,7 @@ def test_a_group_with_its_worker_on_a_silent_node_is_recreated_on_live_nodes(
     add_nodes: AddNodes,
     lws: None,
     attach: Callable[..., Proc],
-    node_loss_operator: Proc,
+    node_loss_operator: int,
 ) -> None:
     label_nodes(cluster, add_nodes(3), namespace)  # the leader's, the worker's, and a spare for the worker
     sims = attach()
