@@ -186,6 +186,31 @@ def restart_component(state_dir: Path, name: str, argv: list[str]) -> int:
     return proc.pid
 
 
+#: The annotation KWOK selects the nodes it plays the kubelet of by (hack/local-cluster starts it with
+#: --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake; hack/kwok/atlas-800-a2-node.yaml).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def silence_node(cluster: Cluster, node: str) -> float:
+    """Make `node`'s kubelet stop reporting, as a server that lost power or its network: its KWOK annotation
+    no longer matches KWOK's selector, and KWOK is restarted (by its recorded PID, same command line) so it
+    forgets the node at once. Nothing then renews the node's Lease or its status: the node lifecycle
+    controller calls it Unknown and taints it unreachable, as on a real cluster; its pods stay as they were
+    in the API (Running, until something deletes them, and then Terminating forever). Other nodes' pods
+    are untouched (KWOK keeps what a pod's status already says), but the restarted KWOK is a new Lease holder:
+    it takes over the other nodes' Leases only once they lapse, up to a renewal period (10 s) late, so for a
+    few seconds every node's Lease looks expired (a real kubelet restart keeps its holder, the node's name).
+    Returns the wall time the node went silent.
+    Only on a local control plane this process started (KWOK is one of its components)."""
+    if cluster.state_dir is None:
+        raise ValueError("silence_node restarts KWOK: only on a cluster this process started")
+    cluster.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}=silent", "--overwrite")
+    argv = kill_component(cluster.state_dir, "kwok")
+    silent_at = time.time()
+    restart_component(cluster.state_dir, "kwok", argv)
+    return silent_at
+
+
 #: How long a caller waits for one stage of hack/build-k8s.sh (its own cold build, or another invocation's it
 #: waits on) before it gives up: cold, the core set took 25.6 min and LWS up to 29 min on this loaded machine.
 TOOL_WAIT_SECONDS = float(os.environ.get("AIS_TOOL_WAIT_SECONDS", "3600"))

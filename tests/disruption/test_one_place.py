@@ -127,3 +127,6 @@ def test_the_decision_does_what_the_row_says(reason: RollReason) -> None:
         candidates=[Candidate(pod="p", uid="u", reason=reason)], pods=[SERVING, OTHER], history=(), now=NOW, cfg=cfg
     ).action
     assert isinstance(action, Drain if kind.drains else Delete), action
+    # only a forced kind deletes a pod already terminating (on a lost node nothing else ever finishes it)
+    terminating = replace(SERVING, ready=False, terminating=True)
+    assert (held_by(reason, [terminating, OTHER]) == "PodGone") is not kind.force

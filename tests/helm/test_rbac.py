@@ -303,3 +303,32 @@ def test_npu_fault_reads_are_granted_only_with_the_feature_and_only_where_the_re
         [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
     ]
     assert not [o for o in off if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-npu-nodes")]
+
+
+def test_node_loss_reads_are_granted_only_with_the_feature_nodes_and_node_leases_read_only(helm: Helm) -> None:
+    """`nodeLoss.enabled`: list/watch of the nodes and of the Leases in kube-node-lease (clients/nodes.py), and
+    the operator's --node-loss; off, nothing of it (least privilege, as npuFaults)."""
+    from ascend_operator.clients.nodes import LEASE_NAMESPACE
+
+    def args(objects: list[dict[str, Any]]) -> list[str]:
+        return list(one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    def mine(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+        return [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith("-node-loss")]
+
+    off = helm.template(sets=[])
+    assert "--node-loss" not in args(off)
+    assert not [o for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding") for o in mine(off, kind)]
+    on = helm.template(sets=["nodeLoss.enabled=true"])
+    assert "--node-loss" in args(on)
+    assert [r["rules"] for r in mine(on, "ClusterRole")] == [
+        [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    ]
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in mine(on, "Role")] == [
+        (LEASE_NAMESPACE, [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"]}])
+    ]
+    bindings = mine(on, "RoleBinding") + mine(on, "ClusterRoleBinding")
+    assert sorted(b["roleRef"]["kind"] for b in bindings) == ["ClusterRole", "Role"]
+    assert all(b["subjects"][0]["name"] == FULLNAME for b in bindings)
+    assert helm.template(sets=["nodeLoss.enabled=true", "rbac.create=false"]) != on  # RBAC left to the user
+    assert not mine(helm.template(sets=["nodeLoss.enabled=true", "rbac.create=false"]), "ClusterRole")

@@ -117,6 +117,18 @@ class HealthSpec(ApiModel):
     drift: DriftSpec = Field(default_factory=DriftSpec, description="Drift detection.")
     rolls: RollSpec = Field(default_factory=RollSpec, description="Roll limits.")
     recycle: RecycleSpec = Field(default_factory=RecycleSpec, description="Scheduled recycling.")
+    node_lost_seconds: float = Field(
+        default=180.0,
+        ge=0,
+        le=3600,
+        description="A pod whose node is unreachable (Ready False or Unknown, the unreachable taint, or its "
+        "Lease expired) and whose engine does not answer is force-deleted (NodeLost) this long after the node "
+        "went silent, and its successor kept off the node: no kubelet will ever confirm its deletion, so it "
+        "would keep its replica slot forever. 180 s: a kubelet restart or a short network blip renews the "
+        "Lease within a few of its 10 s renewals, the node controller itself calls a node Unknown only after "
+        "50 s (node-monitor-grace-period), and 3 minutes is still well before the 300 s after which Kubernetes "
+        "evicts (gracefully, which never completes on a silent node). 0: give up as soon as it is seen.",
+    )
 
     def in_startup_grace(self, started_at: float | None, *, served: bool, now: float) -> bool:
         """The one startup-grace rule: never Ready and started less than `startupGraceSeconds` ago (a pod

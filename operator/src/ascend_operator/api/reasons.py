@@ -25,6 +25,7 @@ class RollReason(StrEnum):
     NPU_PRE_SEPARATE = "NPUPreSeparate"
     NODE_UNHEALTHY = "NodeUnhealthy"
     GROUP_RECREATED = "GroupRecreated"
+    NODE_LOST = "NodeLost"
 
 
 class DrainResult(StrEnum):

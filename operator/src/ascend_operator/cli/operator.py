@@ -85,6 +85,12 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         "pod whose chip or node they report faulty (NPUFault, NodeUnhealthy; NPUPreSeparate drains first); needs "
         "list/watch of ConfigMaps there (the chart's npuFaults.enabled)",
     )  # fmt: skip
+    op.add_argument(
+        "--node-loss", action="store_true",
+        help="watch the nodes and their Leases (kube-node-lease) and force-delete a pod whose node stopped "
+        "reporting for spec.health.nodeLostSeconds while its engine does not answer (NodeLost), keeping its "
+        "successor off the node; needs list/watch of nodes and of leases there (the chart's nodeLoss.enabled)",
+    )  # fmt: skip
     add_operator_identity(op)
     op.set_defaults(func=run_operator)
 
@@ -102,6 +108,7 @@ def run_operator(args: argparse.Namespace) -> int:
     memo.operator_peer = operator_peer(args)
     memo.namespaces = list(args.namespace)  # the watch caches watch what kopf watches
     memo.npu_faults = args.npu_faults
+    memo.node_loss = args.node_loss
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 

@@ -165,7 +165,8 @@ class KubeApi:
         if deleted is not None:
             # a pod deleted with a grace period is still there, terminating; anything else is gone (or a
             # Status object came back instead of it)
-            terminating = (deleted.get("metadata") or {}).get("deletionTimestamp") is not None
+            # (grace 0 removes a pod at once, though the answer carries the deletionTimestamp it was given)
+            terminating = (deleted.get("metadata") or {}).get("deletionTimestamp") is not None and grace_seconds != 0
             self._remember(res, deleted if terminating else {"metadata": {"namespace": namespace, "name": name}},
                            gone=not terminating)  # fmt: skip
         return deleted is not None

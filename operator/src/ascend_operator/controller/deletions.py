@@ -12,6 +12,8 @@ loop's latest candidates, asks the pure decision (`ascend_operator.disruption.de
   precondition (409: someone wrote meanwhile; decide again next pass), then the pod with a uid precondition.
   A crash between the two leaves a record whose pod still exists: the next call completes it by uid, so
   the record is never lost and a successor pod (another uid) is never deleted.
+  A forced kind (NodeLost: the pod's node stopped reporting) deletes with a grace of 0, a pod already
+  terminating included, and, for a group's leader, the group's workers on the lost nodes the same way.
   A group's leader deleted to remove its replica (ScaleDown, TopologyChanged) is removed by shrinking the
   LeaderWorkerSet to the group's index instead (deleting the leader would make LWS recreate the group);
   the last group goes with the set.
@@ -37,6 +39,7 @@ from ascend_operator.controller.status import ConditionRecord, merge_patch
 from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import (
+    FORCE_REASONS,
     HEALTH_REASONS,
     HUNG_GRACE_SECONDS,
     HUNG_REASONS,
@@ -89,7 +92,7 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
             PodState(
                 name=p.name,
                 uid=p.uid,
-                ready=p.ready,
+                ready=p.ready and p.leader_or_single,  # a worker serves through its leader, never alone
                 terminating=p.terminating,
                 started_at=epoch(p.started_at),
                 served=p.uid in memory.served,
@@ -159,10 +162,12 @@ async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candi
     return health_history((current or {}).get("status") or {}, memory.rolls)
 
 
-async def _serving(site: Site) -> list[PodView]:
-    """Single-node pods and group leaders (a group is judged and deleted through its leader)."""
-    pods = await service_pods(site.kube, site.namespace, site.service)
-    return [v for p in pods if (v := pod_view(p)).leader_or_single]
+async def _serving(site: Site, memory: ServiceMemory) -> list[PodView]:
+    """Single-node pods and group leaders (a group is judged and deleted through its leader), and the groups'
+    workers on lost nodes or terminating, which never count as serving (`pod_states`) and are deleted by
+    themselves only when left on a lost node (NodeLost), so that their group's successor can take the name."""
+    pods = [pod_view(p) for p in await service_pods(site.kube, site.namespace, site.service)]
+    return [v for v in pods if v.leader_or_single or v.terminating or v.node in memory.lost_nodes]
 
 
 async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reason: RollReason) -> bool:
@@ -173,21 +178,35 @@ async def _remove(site: Site, pod: PodView | None, *, name: str, uid: str, reaso
             return await site.kube.delete(LWS, site.namespace, lws, foreground=True)
         await site.kube.patch(LWS, site.namespace, lws, {"spec": {"replicas": pod.replica}})
         return True
+    if reason in FORCE_REASONS:  # a lost node: no kubelet will confirm, so the API server removes it at once
+        return await site.kube.delete(POD, site.namespace, name, uid=uid, grace_seconds=0)
     grace = HUNG_GRACE_SECONDS if reason in HUNG_REASONS else None  # None: the pod's own grace period
     return await site.kube.delete(POD, site.namespace, name, uid=uid, grace_seconds=grace)
+
+
+async def _force_members(site: Site, memory: ServiceMemory, pod: PodView | None) -> None:
+    """The workers of a group forced out with its leader that sit on a lost node: LeaderWorkerSet gives a
+    recreated group the same pod names, so a worker left Terminating there would hold its successor's name
+    for as long as the node stays silent. Workers on live nodes go with the group as usual."""
+    if pod is None or pod.worker_index != 0 or not memory.lost_nodes:
+        return
+    for raw in await service_pods(site.kube, site.namespace, site.service):
+        member = pod_view(raw)
+        if member.replica == pod.replica and member.worker_index not in (None, 0) and member.node in memory.lost_nodes:
+            await site.kube.delete(POD, site.namespace, member.name, uid=member.uid, grace_seconds=0)
 
 
 async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[PodView]) -> bool:
     """Delete the pods of recorded rolls that still exist under the recorded uid (a crash came between the
     record and the delete). True when one was found."""
-    live = {p.uid: p for p in views if not p.terminating}
+    live = {p.uid: p for p in views}
     found = False
     for record in memory.rolls:
         pod = live.get(record.uid)
-        if pod is None:
+        reason = _reason(record.reason) or RollReason.STALLED
+        if pod is None or (pod.terminating and reason not in FORCE_REASONS):
             continue
         found = True
-        reason = _reason(record.reason) or RollReason.STALLED
         if await _remove(site, pod, name=pod.name, uid=pod.uid, reason=reason):
             site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.time}")
     return found
@@ -254,6 +273,8 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
     pod = next((p for p in views if p.uid == action.uid), None)
     if not await _remove(site, pod, name=action.pod, uid=action.uid, reason=action.reason):
         return
+    if action.reason in FORCE_REASONS:
+        await _force_members(site, memory, pod)
     record_roll(site.namespace, site.service, action.reason)
     if action.reason in HEALTH_REASONS:
         site.events("Warning", "Rolled", f"recreating pod {action.pod}, reason {action.reason.value}: {action.message}")
@@ -299,7 +320,7 @@ async def disrupt(
     """Record this loop's candidates, decide once over everyone's, and act on the decision."""
     async with memory.lock:
         memory.candidates[source] = candidates
-        views = await _serving(site)
+        views = await _serving(site, memory)
         if await _complete_recorded(site, memory, views):
             return Decision(action=None)
         candidates = [c for cands in memory.candidates.values() for c in cands]

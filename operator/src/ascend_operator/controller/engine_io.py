@@ -19,6 +19,7 @@ from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.judge import CanaryOutcome, PodHealth
 from ascend_operator.health.machine import canary_due
+from ascend_operator.health.node_loss import NodeState
 from ascend_operator.health.samples import EngineSample, parse_metrics
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,9 @@ class Monitor:
     chips: Callable[[str], NodeReport | None] | None = None
     """The device plugin's and NodeD's report of a node (clients/chip_reports.py), None before its caches
     listed; None (the field): the operator does not read them (`aisctl operator --npu-faults` off)."""
+    nodes: Callable[[str], NodeState | None] | None = None
+    """A node's Ready condition, taints and Lease (clients/nodes.py), None when the node does not exist; None
+    (the field): the operator does not watch nodes (`aisctl operator --node-loss` off)."""
 
 
 def engine_base(pod: PodView, spec: AscendInferenceServiceSpec) -> str:

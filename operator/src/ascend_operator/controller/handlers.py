@@ -33,6 +33,7 @@ from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.chip_reports import ChipReports, NodeLabels
 from ascend_operator.clients.engine import EngineClient
 from ascend_operator.clients.kube import KubeApi, load_config
+from ascend_operator.clients.nodes import NodeLiveness
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
@@ -96,6 +97,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.chip_reports = ChipReports(client.ApiClient(), capacity=labels.capacity) if labels is not None else None
     if memo.node_labels is not None:
         memo.node_labels.start()
+    # the nodes' Ready condition, taints and Leases, for the lost-node rules (health/node_loss.py)
+    memo.node_liveness = NodeLiveness(client.ApiClient()) if memo.get("node_loss") else None
+    if memo.node_liveness is not None:
+        memo.node_liveness.start()
     if memo.chip_reports is not None:
         reports = memo.chip_reports
         memo.chip_reports.start(on_change=lambda _: publish_chip_reports(reports.reports(), now=time.time()))
@@ -119,6 +124,8 @@ async def close_clients(memo: kopf.Memo, **_: Any) -> None:
         memo.chip_reports.stop()
     if memo.get("node_labels") is not None:
         memo.node_labels.stop()
+    if memo.get("node_liveness") is not None:
+        memo.node_liveness.stop()
     await memo.engines.close()
 
 
@@ -225,7 +232,7 @@ async def service_loop(
         keys=memo.api_keys,
         live_interval=float(memo.live_interval),
         nodes=_node_facts(memo.node_labels) if memo.get("node_labels") is not None else None,
-        unhealthy_nodes=_unhealthy_nodes(memo.chip_reports) if memo.get("chip_reports") is not None else None,
+        unhealthy_nodes=_kept_off(memo),
     )
     memory = service_memory(memo, body)
     if namespace is not None:
@@ -264,6 +271,7 @@ async def health_loop(
         events=_poster(body),
         keys=memo.api_keys,
         chips=None if reports is None else reports.report,
+        nodes=None if memo.get("node_liveness") is None else memo.node_liveness.state,
     )
     state = MonitorState()
     interval = _scrape_interval(body)
@@ -310,6 +318,22 @@ def _unhealthy_nodes(reports: ChipReports) -> Callable[[], dict[str, str]]:
         return {r.node: why for r in reports.reports() if (why := keep_off(r, now=now)) is not None}
 
     return unhealthy
+
+
+def _kept_off(memo: kopf.Memo) -> Callable[[], dict[str, str]] | None:
+    """The fence: nodes MindCluster takes out (`_unhealthy_nodes`) and nodes that stopped reporting
+    (clients/nodes.py: the successor of a pod given up for its lost node must not be placed back there);
+    None when the operator reads neither."""
+    reports, liveness = memo.get("chip_reports"), memo.get("node_liveness")
+    if reports is None and liveness is None:
+        return None
+    faulty = _unhealthy_nodes(reports) if reports is not None else dict
+
+    def kept_off() -> dict[str, str]:
+        silent = liveness.silent(now=time.time()) if liveness is not None else {}
+        return {**silent, **faulty()}
+
+    return kept_off
 
 
 def _node_facts(labels: NodeLabels) -> Callable[[], list[NodeFacts]]:

@@ -58,6 +58,7 @@ from ascend_operator.health.machine import (
     resume,
     step,
 )
+from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss, silent_since
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.health.stall import decode_slots
@@ -182,6 +183,63 @@ def _chip_finding(mon: Monitor, state: MonitorState, pod: PodView, every: list[P
     return None
 
 
+def _node_losses(
+    mon: Monitor,
+    spec: AscendInferenceServiceSpec,
+    every: list[PodView],
+    samples: Mapping[str, EngineSample | None],
+    memory: ServiceMemory,
+) -> list[Candidate]:
+    """Pods (terminating ones too) given up because their node stopped reporting and their engine does not
+    answer (health/node_loss.py), one candidate per replica: a group is asked for through its leader when any
+    member is on a lost node (`_group_target`: a worker left there by an earlier recreation goes by itself). A
+    worker serves no API the operator reaches, so its node alone decides."""
+    if mon.nodes is None:
+        return []
+    now, found, lost_nodes = mon.wall(), {}, set()
+    leaders = {p.replica: p for p in every if p.worker_index == 0}
+    for pod in every:
+        if not pod.node:
+            continue
+        answering = pod.leader_or_single and samples.get(pod.uid) is not None
+        check = NodeLossInput(
+            pod=pod.name,
+            node_name=pod.node,
+            node=mon.nodes(pod.node),
+            answering=answering,
+            now=now,
+            window=spec.health.node_lost_seconds,
+        )
+        reason, message, failed = judge_node_loss(check)
+        if not failed:
+            continue
+        lost_nodes.add(pod.node)
+        target = pod if pod.leader_or_single else _group_target(pod, leaders.get(pod.replica), check)
+        if target is not None and target.uid not in found:
+            found[target.uid] = Candidate(pod=target.name, uid=target.uid, reason=RollReason(reason), message=message)
+    memory.lost_nodes = frozenset(lost_nodes)
+    return list(found.values())
+
+
+def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput) -> PodView:
+    """Who goes for a worker on a lost node: its group, through the leader, when the leader predates the
+    node's last report (the group the worker belongs to); else the worker alone. A worker already terminating, or one
+    whose leader started after the node went silent, was left behind by its group's earlier deletion (a stall
+    roll: a lost peer stops the leader's ranks first) or placed there before the node was tainted: deleting
+    the new leader would only recreate the group again, while the worker's name is what the group's
+    successor waits for."""
+    node = check.node
+    silence = silent_since(node, now=check.now) if node is not None else None
+    # the node last reported at its Lease's last renewal (the silence is seen only when the Lease expires,
+    # up to its 40 s later: a leader a stall roll recreated in between is already a new group)
+    heard = None if node is None else node.lease_renewed
+    quiet = heard if heard is not None else (silence[0] if silence is not None else None)
+    started = epoch(leader.started_at) if leader is not None else None
+    if worker.terminating or leader is None or quiet is None or started is None or started >= quiet:
+        return worker
+    return leader
+
+
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, PodFault]:
     """Verdicts that are a fault of the pod (the chain's `fault` rules): the status names them as the
     replica's cause (`causes.py`)."""
@@ -248,7 +306,7 @@ async def health_pass(
     _share(memory, state, samples, scraped_at=scraped_at)
     site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
     # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
-    candidates = rolls + _recycle(spec, views, now=mon.wall())
+    candidates = rolls + _recycle(spec, views, now=mon.wall()) + _node_losses(mon, spec, every, samples, memory)
     await disrupt(site, memory, spec, source="health", candidates=candidates)
     # a draining pod takes no canary: its requests must reach 0, and the canary is one
     idle = [p for p in answering if p.drain is None]

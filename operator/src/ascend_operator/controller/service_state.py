@@ -40,6 +40,9 @@ class ServiceMemory:
     """Wall-clock epoch seconds of the health loop's last scrape (the time of `in_flight`)."""
     served: set[str] = field(default_factory=set)
     """Uids of pods the health loop has seen Ready (their startup grace is over)."""
+    lost_nodes: frozenset[str] = frozenset()
+    """Nodes the health loop's last pass found lost (health/node_loss.py): a group given up for one has its
+    members there forced out too."""
     create_failures: dict[str, str] = field(default_factory=dict)
     """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
     announced_failures: set[str] = field(default_factory=set)

@@ -10,6 +10,7 @@ drain start and the roll history are read back from the API server after an oper
 
 from ascend_operator.disruption.decide import Decision, DisruptionConfig, decide
 from ascend_operator.disruption.model import (
+    FORCE_REASONS,
     HEALTH_REASONS,
     HUNG_GRACE_SECONDS,
     HUNG_REASONS,
@@ -30,6 +31,7 @@ from ascend_operator.disruption.model import (
 )
 
 __all__ = [
+    "FORCE_REASONS",
     "HEALTH_REASONS",
     "HUNG_GRACE_SECONDS",
     "HUNG_REASONS",

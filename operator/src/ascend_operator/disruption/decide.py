@@ -8,7 +8,8 @@ Order of business in one pass:
 2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
    then planned ones in replica order. For each, the chain `REFUSALS` in order (each rule a function of
    `RuleInput` returning (reason, message, refused)); the first that refuses holds it:
-   - PodGone: the pod (by uid) is gone or already terminating;
+   - PodGone: the pod (by uid) is gone or already terminating (a forced kind, NodeLost, still deletes a
+     terminating pod: on a lost node nothing else ever will);
    - InStartupGrace (health reasons): never judge a loading engine (~292 GB of weights load for minutes);
      the grace ends early once the pod has been Ready;
    - RateLimited, Cooldown (health reasons): spec.health.rolls.maxPerHour and cooldownSeconds over the
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.disruption.model import (
     DRAINING,
+    FORCE_REASONS,
     HEALTH_REASONS,
     ONE_AT_A_TIME,
     PLANNED_REASONS,
@@ -113,8 +115,9 @@ ALLOW: Verdict = ("", "", False)
 
 
 def pod_gone(i: RuleInput) -> Verdict:
-    """The pod (by uid) is gone or already terminating: nothing to delete."""
-    if i.target is None or i.target.terminating:
+    """The pod (by uid) is gone or already terminating: nothing to delete. A forced kind (a lost node) still
+    deletes a terminating pod: no kubelet will ever finish its deletion."""
+    if i.target is None or (i.target.terminating and i.cand.reason not in FORCE_REASONS):
         return POD_GONE, f"pod {i.cand.pod} is gone or terminating", True
     return ALLOW
 

@@ -12,7 +12,8 @@ from ascend_operator.disruption.model import KINDS
 BLOCK = "kinds"
 HEADER = (
     "| reason (`status.rolls[].reason`) | health: startup grace, `maxPerHour`, cooldown "
-    "| never the last Ready replica | drained first | removes the replica | short grace (hung) | when |"
+    "| never the last Ready replica | drained first | removes the replica | short grace (hung) "
+    "| forced (grace 0, even when already terminating) | when |"
 )
 
 
@@ -24,10 +25,10 @@ def kinds_table() -> str:
 
     rows = [
         f"| `{reason}` | {mark(k.health)} | {mark(k.serving)} | {mark(k.drains)} | {mark(k.removes)} "
-        f"| {mark(k.hung)} | {k.why} |"
+        f"| {mark(k.hung)} | {mark(k.force)} | {k.why} |"
         for reason, k in KINDS.items()
     ]
-    return "\n".join([HEADER, "|---|---|---|---|---|---|---|", *rows]) + "\n"
+    return "\n".join([HEADER, "|---|---|---|---|---|---|---|---|", *rows]) + "\n"
 
 
 def table_in(page: str) -> str:

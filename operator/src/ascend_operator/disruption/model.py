@@ -30,6 +30,10 @@ class Kind:
     hung: bool = False
     """Nothing in the pod can finish: it is deleted with a grace of `HUNG_GRACE_SECONDS` instead of its own
     (its engine's `--shutdown-timeout` drain would only hold the NPUs until the kubelet's SIGKILL)."""
+    force: bool = False
+    """No kubelet will ever confirm the deletion (the pod's node is lost): the pod is deleted with a grace of 0
+    (the API server removes it at once), and one already terminating is deleted again that way, instead of
+    keeping its replica slot until the node comes back."""
 
 
 #: One row per kind of deletion: adding a kind is a `RollReason` member and its row here, nothing else
@@ -77,6 +81,12 @@ KINDS: Mapping[RollReason, Kind] = MappingProxyType(
             why="observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was "
             "evicted, or its rolling update replaced the group)"
         ),
+        RollReason.NODE_LOST: Kind(
+            why="the pod's node stopped reporting (Ready False or Unknown, the unreachable taint, or its Lease "
+            "expired) for spec.health.nodeLostSeconds and its engine does not answer (health/node_loss.py): "
+            "forced out, since no kubelet will confirm the deletion, its successor kept off the node",
+            force=True,
+        ),
     }
 )
 
@@ -86,6 +96,7 @@ SERVING_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.ser
 PLANNED_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.drains)
 REMOVAL_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.removes)
 HUNG_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.hung)
+FORCE_REASONS = frozenset(reason for reason, kind in KINDS.items() if kind.force)
 #: The deletion grace of a hung pod: its SIGTERM, then the kubelet's SIGKILL this much later, so the NPUs
 #: are free in seconds rather than after the pod's terminationGracePeriodSeconds (60 s by default).
 HUNG_GRACE_SECONDS = 5
