@@ -224,7 +224,7 @@ def test_uninstall_keeps_the_crd_and_the_users_services(helm: Helm, cluster: Clu
     with installed(helm, cluster, namespace) as release:
         manifest = release.manifest
         cluster.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
-        cluster_role = one(manifest, "ClusterRole")["metadata"]["name"]
+        cluster_role = _sa_name(manifest)  # the operator's own ClusterRole is named like its ServiceAccount
     # the release is gone (installed() uninstalled it) ...
     with pytest.raises(KubectlError, match="NotFound"):
         cluster.kubectl("get", "clusterrole", cluster_role)

@@ -66,20 +66,23 @@ def _subjects(binding: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_cluster_wide_by_default_exact_rules(helm: Helm) -> None:
     objects = helm.template()
-    assert one(objects, "ClusterRole")["rules"] == [CRD_RULE, *NAMESPACED_RULES]
-    binding = one(objects, "ClusterRoleBinding")
+    assert one(objects, "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, *NAMESPACED_RULES]
+    binding = one(objects, "ClusterRoleBinding", FULLNAME)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FULLNAME}
     assert _subjects(binding) == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": "ascend-system"}]
-    assert not pick(objects, "Role")
-    assert not pick(objects, "RoleBinding")
+    # the only namespaced grant by default: node loss's read of kubelet Leases in kube-node-lease
+    assert [(r["metadata"]["namespace"], r["metadata"]["name"]) for r in pick(objects, "Role")] == [
+        ("kube-node-lease", f"{FULLNAME}-node-loss")
+    ]
+    assert [r["metadata"]["name"] for r in pick(objects, "RoleBinding")] == [f"{FULLNAME}-node-loss"]
 
 
 def test_namespaced_mode_roles_per_namespace_and_two_cluster_reads(helm: Helm) -> None:
     objects = helm.template(sets=["operator.watchNamespaces={team-a,team-b}"])
-    assert one(objects, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
-    roles = {r["metadata"]["namespace"]: r["rules"] for r in pick(objects, "Role")}
+    assert one(objects, "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, NAMESPACES_RULE]
+    roles = {r["metadata"]["namespace"]: r["rules"] for r in pick(objects, "Role", FULLNAME)}
     assert roles == {"team-a": NAMESPACED_RULES, "team-b": NAMESPACED_RULES}
-    bindings = {b["metadata"]["namespace"]: b for b in pick(objects, "RoleBinding")}
+    bindings = {b["metadata"]["namespace"]: b for b in pick(objects, "RoleBinding", FULLNAME)}
     assert set(bindings) == {"team-a", "team-b"}
     for binding in bindings.values():
         assert binding["roleRef"]["kind"] == "Role"
@@ -88,14 +91,14 @@ def test_namespaced_mode_roles_per_namespace_and_two_cluster_reads(helm: Helm) -
 
 def test_peering_rules_only_with_replicas_and_only_on_its_own_object(helm: Helm) -> None:
     clusterwide = helm.template(sets=["replicaCount=2"])
-    assert one(clusterwide, "ClusterRole")["rules"] == [
+    assert one(clusterwide, "ClusterRole", FULLNAME)["rules"] == [
         CRD_RULE,
         *NAMESPACED_RULES,
         *peering_rules("clusterkopfpeerings", FULLNAME),
     ]
     namespaced = helm.template(sets=["replicaCount=3", "operator.watchNamespaces={llm}", "operator.peeringName=p"])
-    assert one(namespaced, "Role")["rules"] == [*NAMESPACED_RULES, *peering_rules("kopfpeerings", "p")]
-    assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+    assert one(namespaced, "Role", FULLNAME)["rules"] == [*NAMESPACED_RULES, *peering_rules("kopfpeerings", "p")]
+    assert one(namespaced, "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, NAMESPACES_RULE]
 
 
 def test_peering_objects_match_the_resources_kopf_looks_for(helm: Helm) -> None:
@@ -121,13 +124,16 @@ def test_inference_pool_rule_only_with_routing_enabled(helm: Helm) -> None:
         {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"],
          "verbs": ["get", "create", "patch", "delete"]}
     ]  # fmt: skip
-    assert pools[0] not in one(helm.template(), "ClusterRole")["rules"]
+    assert pools[0] not in one(helm.template(), "ClusterRole", FULLNAME)["rules"]
     routed = helm.template(sets=["routing.inferencePool.enabled=true"])
     expected = table_rules("routing.inferencePool.enabled")
-    assert one(routed, "ClusterRole")["rules"] == [CRD_RULE, *expected]
+    assert one(routed, "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, *expected]
     namespaced = helm.template(sets=["routing.inferencePool.enabled=true", "operator.watchNamespaces={a,b}"])
-    assert {r["metadata"]["namespace"]: r["rules"] for r in pick(namespaced, "Role")} == {"a": expected, "b": expected}
-    assert one(namespaced, "ClusterRole")["rules"] == [CRD_RULE, NAMESPACES_RULE]
+    assert {r["metadata"]["namespace"]: r["rules"] for r in pick(namespaced, "Role", FULLNAME)} == {
+        "a": expected,
+        "b": expected,
+    }
+    assert one(namespaced, "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, NAMESPACES_RULE]
 
 
 def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_name(helm: Helm) -> None:
@@ -142,7 +148,8 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
         for role in pick(objects, "ClusterRole") + pick(objects, "Role"):
             for rule in role["rules"]:
                 assert "*" not in rule["apiGroups"] + rule["resources"] + rule["verbs"], rule
-                assert not {"configmaps", "nodes"} & set(rule["resources"]), rule
+                if not role["metadata"]["name"].endswith("-node-loss"):  # its own test: nodes, Leases, read-only
+                    assert not {"configmaps", "nodes"} & set(rule["resources"]), rule
                 assert not {"update", "deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
                 assert "delete" not in rule["verbs"] or rule["resources"] in (
                     ["pods"],
@@ -160,9 +167,9 @@ def test_leaderworkerset_and_router_rules_only_with_their_chart_values(helm: Hel
     for value in ("multiNode.enabled", "router.enabled"):
         on = table_rules(value)
         assert len(on) > len(NAMESPACED_RULES), f"{value} gates no rule of the table"
-        assert one(helm.template(sets=[f"{value}=true"]), "ClusterRole")["rules"] == [CRD_RULE, *on]
+        assert one(helm.template(sets=[f"{value}=true"]), "ClusterRole", FULLNAME)["rules"] == [CRD_RULE, *on]
         objects = helm.template(sets=[f"{value}=true", "operator.watchNamespaces={team-a}"])
-        assert one(objects, "Role")["rules"] == on
+        assert one(objects, "Role", FULLNAME)["rules"] == on
     lws = {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"],
            "verbs": ["get", "create", "patch", "delete"]}  # fmt: skip
     assert lws in table_rules("multiNode.enabled")
@@ -184,7 +191,7 @@ def test_the_generated_rules_are_what_the_table_says() -> None:
 
 def test_secret_rule_follows_the_names_or_any_name_or_goes(helm: Helm) -> None:
     def secret_rules(sets: list[str]) -> list[dict[str, Any]]:
-        role = one(helm.template(sets=sets), "ClusterRole")
+        role = one(helm.template(sets=sets), "ClusterRole", FULLNAME)
         return [r for r in role["rules"] if r["resources"] == ["secrets"]]
 
     named = secret_rules(["rbac.apiKeySecrets.names={key-a,key-b}"])
@@ -254,7 +261,7 @@ def test_every_kubernetes_call_the_operator_makes_is_granted_by_the_chart(helm: 
         "routing.inferencePool.enabled=true",
         "rbac.apiKeySecrets.names={ascend-engine-api-key}",
     ]
-    rules = one(helm.template(sets=everything), "ClusterRole")["rules"]
+    rules = one(helm.template(sets=everything), "ClusterRole", FULLNAME)["rules"]
     granted = {
         (group, resource, verb)
         for rule in rules
@@ -306,8 +313,9 @@ def test_npu_fault_reads_are_granted_only_with_the_feature_and_only_where_the_re
 
 
 def test_node_loss_reads_are_granted_only_with_the_feature_nodes_and_node_leases_read_only(helm: Helm) -> None:
-    """`nodeLoss.enabled`: list/watch of the nodes and of the Leases in kube-node-lease (clients/nodes.py), and
-    the operator's --node-loss; off, nothing of it (least privilege, as npuFaults)."""
+    """`nodeLoss.enabled` (on by default: a replica lost with its node is worse than a read-only grant):
+    list/watch of the nodes and of the Leases in kube-node-lease (clients/nodes.py), and the operator's
+    --node-loss; off, nothing of it."""
     from ascend_operator.clients.nodes import LEASE_NAMESPACE
 
     def args(objects: list[dict[str, Any]]) -> list[str]:
@@ -316,7 +324,8 @@ def test_node_loss_reads_are_granted_only_with_the_feature_nodes_and_node_leases
     def mine(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
         return [o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith("-node-loss")]
 
-    off = helm.template(sets=[])
+    assert "--node-loss" in args(helm.template(sets=[]))
+    off = helm.template(sets=["nodeLoss.enabled=false"])
     assert "--node-loss" not in args(off)
     assert not [o for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding") for o in mine(off, kind)]
     on = helm.template(sets=["nodeLoss.enabled=true"])
