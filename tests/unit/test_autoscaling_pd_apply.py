@@ -14,8 +14,11 @@ from ascend_operator.api.parse import parse_spec
 from ascend_operator.autoscale import Signals
 from ascend_operator.controller.autoscaling import autoscale
 from ascend_operator.controller.deletions import Site
+from ascend_operator.controller.engine_io import MonitorState
+from ascend_operator.controller.monitor import _share
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.health.samples import EngineSample
 from ascend_operator.render.pd import role_spec
 from tests.fixtures.kube import FakeKube
 
@@ -95,3 +98,20 @@ async def test_the_parent_writes_both_pools_within_the_ratio_and_shows_both_deci
     assert router is not None
     args = router["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--max-concurrent-requests") + 1] == str(4 * 32)  # the decode pool's most: no restart
+
+
+def test_a_prefill_engine_holding_kv_for_a_pull_is_not_drained_yet() -> None:
+    """A prefill pool's scale-down drains an engine: its requests last one token, so running + waiting reach 0
+    while the decode engines have yet to pull their KV, which vLLM keeps in use until then
+    (scheduler.py `_free_request`, the connector's delay). Deleting it then would fail those requests on the
+    decode side (the e2e test saw HTTP 500s). KV in use on a prefill engine counts as in flight; on a decode
+    engine, or once pulled, it does not."""
+    idle_holding = EngineSample(t=0.0, running=0, waiting=0, kv_usage=0.3)
+    pulled = EngineSample(t=0.0, running=0, waiting=0, kv_usage=0.0)
+    seen = {}
+    for holds_kv in (True, False):
+        memory = ServiceMemory()
+        _share(memory, MonitorState(), {"a": idle_holding, "b": pulled, "c": None}, scraped_at=1.0, holds_kv=holds_kv)
+        seen[holds_kv] = memory.in_flight
+    assert seen[True] == {"a": 1, "b": 0, "c": None}
+    assert seen[False] == {"a": 0, "b": 0, "c": None}
