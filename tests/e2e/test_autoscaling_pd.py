@@ -5,7 +5,7 @@ The clients play vllm-router's two legs (a prefill leg of one token whose kv_tra
 pulls, as tests/e2e/test_disaggregation.py does), each leg to a Ready pod of its role. A prefill-heavy phase
 (long prompts, four output tokens) must grow the prefill pool and leave the decode pool alone; a decode-heavy
 phase (short prompts, long answers) must grow the decode pool while the prefill pool goes back down, both
-within the decode-per-prefill ratio. The parent's status lists both pools' decisions. Cost: ~3 minutes in lane
+within the decode-per-prefill ratio. The parent's status lists both pools' decisions. Cost: ~70 s in lane
 B (a pair coming up, two phases on short windows: scale-up 4 s, scale-down 15 s), five fake nodes.
 """
 
