@@ -5,7 +5,7 @@ The clients play vllm-router's two legs (a prefill leg of one token whose kv_tra
 pulls, as tests/e2e/test_disaggregation.py does), each leg to a Ready pod of its role. A prefill-heavy phase
 (long prompts, four output tokens) must grow the prefill pool and leave the decode pool alone; a decode-heavy
 phase (short prompts, long answers) must grow the decode pool while the prefill pool goes back down, both
-within the decode-per-prefill ratio. The parent's status lists both pools' decisions. Cost: ~70 s in lane
+within the decode-per-prefill ratio. The parent's status lists both pools' decisions. Cost: 66-126 s in lane
 B (a pair coming up, two phases on short windows: scale-up 4 s, scale-down 15 s), five fake nodes.
 """
 
@@ -180,6 +180,12 @@ def test_a_prefill_heavy_then_a_decode_heavy_load_moves_the_pools_apart(
             ais(cluster, namespace, "pd-decode")["spec"]["replicas"],
         )
 
+    def router() -> tuple[int, str]:  # a new generation of its Deployment would roll every router pod
+        deployment = cluster.get_json("deployment", "pd-router", "-n", namespace)
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        return deployment["metadata"]["generation"], args[args.index("--max-concurrent-requests") + 1]
+
+    router_before = router()
     trace: list[tuple[str, float, tuple[int, int]]] = []
     with Legs(cluster, namespace) as legs:
         started = time.monotonic()
@@ -196,11 +202,14 @@ def test_a_prefill_heavy_then_a_decode_heavy_load_moves_the_pools_apart(
         trace.append(("decode-heavy", time.monotonic() - phase, pools()))
         late = ais(cluster, namespace, "pd")["status"]
 
+    router_after = router()
     ups, downs = (events(cluster, namespace, reason) for reason in ("ScaledUp", "ScaledDown"))
     print(  # the figures the issue asks for (pytest -s shows them)
         f"\nP/D pools (prefill, decode): {trace}; parent events {len(ups)} ScaledUp / {len(downs)} ScaledDown; "
-        f"{legs.ok} requests ok, {len(legs.failed)} failed"
+        f"{legs.ok} requests ok, {len(legs.failed)} failed; router Deployment (generation, limit) {router_before} "
+        f"-> {router_after}"
     )
+    assert router_after == router_before == (router_before[0], str(3 * DECODE_SLOTS))  # the decode pool's most
     assert legs.failed == [], legs.failed
     roles = {r["role"]: r for r in parent["roles"]}
     assert roles["prefill"]["autoscaling"]["queuedPromptTokens"] > 16384
