@@ -50,7 +50,7 @@ else
     tests/e2e/test_security.py tests/e2e/test_cluster.py tests/e2e/test_deploy_guide.py
     tests/e2e/test_playbook_drain.py tests/e2e/test_kube_client.py tests/e2e/test_strict_apply.py
     tests/e2e/test_why.py tests/e2e/test_render_matches.py tests/e2e/test_routing.py tests/e2e/test_bench.py
-    tests/e2e/test_operator.py tests/helm tests/e2e/test_node_lost.py
+    tests/e2e/test_operator.py tests/helm tests/e2e/test_node_lost.py tests/e2e/test_autoscaling_pd.py
   )
   lane_b_log="$(mktemp -t ais-lane-b.XXXXXX)"
   nice -n 10 .venv/bin/pytest -p no:cacheprovider --durations=10 "${lane_b[@]}" >"$lane_b_log" 2>&1 &

@@ -56,10 +56,10 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     expected = [(r.cel, r.message) for r in RULES if r.cel is not None]
     expected.append((NAME_VALIDATION["rule"], NAME_VALIDATION["message"]))
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
-    # metadata.name, and every rule but the four over the free-form additionalConfig.extra map and env: 21 (2 of
+    # metadata.name, and every rule but the four over the free-form additionalConfig.extra map and env: 20 (1 of
     # spec.autoscaling), 10 of spec.disaggregation (validation/pd_rules.py), 2 of the partial prefills
-    # (validation/prefill_rules.py)
-    assert len(expected) == 33
+    # (validation/prefill_rules.py), 4 of spec.autoscaling.pd (validation/autoscaling_rules.py)
+    assert len(expected) == 36
 
 
 @pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])

@@ -107,6 +107,11 @@ class RoleStatus(ApiModel):
     ready: bool = Field(default=False, description="The role's Ready condition is True.")
     reason: str = Field(default="", description="The reason of the role's Ready condition.")
     message: str = Field(default="", description="Its message.")
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None,
+        description="With spec.autoscaling: this pool's decision (its own signals, then the parent's "
+        "decode-per-prefill ratio; RatioBound when the ratio moved or held it).",
+    )
 
 
 class AscendInferenceServiceStatus(ApiModel):

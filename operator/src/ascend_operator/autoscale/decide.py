@@ -16,6 +16,10 @@ not depend on how many are Ready, and the KV/TTFT-based wants add to the Ready o
 coming is counted as coming capacity and never asked for twice. No replica the cluster cannot place: while
 a replica is Pending for lack of NPUs, no more are asked (status says so instead of piling Pending pods).
 Never below one Ready replica: a scale-down waits until the replicas it keeps are Ready.
+
+A P/D pool (`Signals.role`) reads only its own side's signals: a prefill engine runs each request for one
+token, so its load is the prompt tokens waiting to be prefilled (and TTFT); a decode engine's is its slots,
+KV and TPOT. The ratio between the two pools is the parent's (autoscale/pd.py), after each pool decided.
 """
 
 import math
@@ -52,6 +56,12 @@ class Signals:
     """Engine TTFT p90 over the last 30 s, seconds."""
     other_autoscaler: str | None = None
     """An HPA (by name) that scales this service too; the operator then leaves spec.replicas to it."""
+    role: str | None = None
+    """`prefill` or `decode` for a pool of a P/D split (its own signals only), None for a whole service."""
+    prompt_backlog: float | None = None
+    """Prompt tokens waiting (waiting requests x the mean prompt length over the last 30 s)."""
+    tpot_p90: float | None = None
+    """Engine TPOT p90 over the last 30 s, seconds."""
 
 
 @dataclass(frozen=True)
@@ -74,16 +84,27 @@ def need(signals: Signals, spec: AutoscalingSpec) -> tuple[float, str]:
     """The replicas' worth of load this pass carries (unrounded, unbounded), and which target asked most."""
     t = spec.targets
     demand = signals.running + signals.waiting
-    asks = {
-        f"queue: {demand:g} running+waiting over {signals.slots} slots + {t.waiting_per_replica:g} waiting per "
-        "replica": demand / (signals.slots + t.waiting_per_replica),
-    }
-    if signals.kv_usage is not None:
+    asks: dict[str, float] = {}
+    if signals.role == "prefill":  # a prefill engine's requests last one token: its load is its prompt queue
+        backlog = signals.prompt_backlog or 0.0
+        asks[f"{backlog:.0f} prompt tokens queued over {t.queued_prompt_tokens_per_replica:g} per replica"] = (
+            backlog / t.queued_prompt_tokens_per_replica
+        )
+    else:
+        asks[
+            f"queue: {demand:g} running+waiting over {signals.slots} slots + {t.waiting_per_replica:g} waiting "
+            "per replica"
+        ] = demand / (signals.slots + t.waiting_per_replica)
+    tpot, tpot_target = signals.tpot_p90, t.tpot_p90_seconds
+    if signals.role == "decode" and tpot is not None and tpot_target is not None and tpot > tpot_target:
+        asks[f"TPOT p90 {tpot:.3f} s over target {tpot_target:g} s"] = signals.ready + 1
+    if signals.kv_usage is not None and signals.role != "prefill":
         asks[f"KV usage {signals.kv_usage:.0%} over target {t.kv_cache_usage:.0%}"] = (
             signals.ready * signals.kv_usage / t.kv_cache_usage
         )
-    if t.ttft_p90_seconds is not None and signals.ttft_p90 is not None and signals.ttft_p90 > t.ttft_p90_seconds:
-        asks[f"TTFT p90 {signals.ttft_p90:.2f} s over target {t.ttft_p90_seconds:g} s"] = signals.ready + 1
+    ttft, ttft_target = signals.ttft_p90, t.ttft_p90_seconds
+    if signals.role != "decode" and ttft is not None and ttft_target is not None and ttft > ttft_target:
+        asks[f"TTFT p90 {ttft:.2f} s over target {ttft_target:g} s"] = signals.ready + 1
     why, most = max(asks.items(), key=lambda kv: kv[1])
     return most, why
 

@@ -11,6 +11,11 @@ first (controller/plan.py, RollReason.SCALE_DOWN), exactly as for a person or an
 An HPA whose scaleTargetRef names the service is listed each pass: with one, the operator writes nothing
 (status and the Autoscaling condition name the HPA). Every decision goes to status.autoscaling and the
 operator's metrics; a change of spec.replicas and each new reason to hold are events.
+
+A pool of a P/D split (spec.pdRole) decides on its own side's signals but writes no spec.replicas: its
+parent keeps the two pools within the user's ratio and writes both (controller/pd.py), so the pool only
+publishes its decision in status.autoscaling, at once when it changes (the parent's loop wakes on it). The
+parent itself has no engines and no decision of its own.
 """
 
 from collections.abc import Mapping, Sequence
@@ -18,7 +23,16 @@ from collections.abc import Mapping, Sequence
 from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingStatus, ScaleReason
 from ascend_operator.api.constants import GROUP, KIND
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.autoscale import Signals, Window, decide, observe, ttft_quantile, wanted
+from ascend_operator.autoscale import (
+    Signals,
+    Window,
+    decide,
+    mean_prompt_tokens,
+    observe,
+    tpot_quantile,
+    ttft_quantile,
+    wanted,
+)
 from ascend_operator.clients.resources import HPA, SERVICE_CR
 from ascend_operator.controller.deletions import Site
 from ascend_operator.controller.metrics import publish_autoscaling, record_scale
@@ -71,6 +85,9 @@ def signals(
     current = [p for p in views if not p.terminating]
     answered = [s for s in samples.values() if s is not None]
     ready_samples = [s for uid, s in samples.items() if s is not None and uid in ready]
+    role = None if spec.pd_role is None else spec.pd_role.role.value
+    waiting = sum(s.waiting for s in answered)
+    prompt = mean_prompt_tokens(histories, now=now) if role == "prefill" else None
     return Signals(
         replicas=spec.replicas,
         ready=sum(p.uid in ready for p in current),
@@ -83,11 +100,15 @@ def signals(
         unplaceable=sum(p.lacks_npus for p in current),
         answering=len(answered),
         running=sum(s.running for s in answered),
-        waiting=sum(s.waiting for s in answered),
+        waiting=waiting,
         slots=spec.engine.max_num_seqs * spec.parallelism.data,
         kv_usage=max((s.kv_usage for s in ready_samples), default=None),
         ttft_p90=ttft_quantile(histories, now=now),
         other_autoscaler=hpa,
+        role=role,
+        # a prefill queue of unknown length (nothing prefilled in the window yet) counts one batch a request
+        prompt_backlog=None if role != "prefill" else waiting * (prompt or spec.engine.max_num_batched_tokens),
+        tpot_p90=tpot_quantile(histories, now=now) if role == "decode" else None,
     )
 
 
@@ -106,6 +127,8 @@ def _status(
         slots_per_replica=s.slots,
         kv_cache_usage=None if s.kv_usage is None else round(s.kv_usage, 4),
         ttft_p90_seconds=None if s.ttft_p90 is None else round(s.ttft_p90, 4),
+        queued_prompt_tokens=None if s.prompt_backlog is None else round(s.prompt_backlog),
+        tpot_p90_seconds=None if s.tpot_p90 is None else round(s.tpot_p90, 4),
         reason=reason,
         message=message,
         last_scale_time=last,
@@ -125,11 +148,14 @@ async def autoscale(
 ) -> None:
     """Decide and apply one pass (`now`: the monotonic clock of the window)."""
     auto = spec.autoscaling
-    if auto is None:
+    if auto is None or spec.disaggregation is not None:  # a P/D parent's pools decide (controller/pd.py)
         forget(site, memory)
         return
     state = memory.autoscale or Window()
     state = observe(state, s, auto, now=now)
+    if spec.pd_role is not None:
+        await _propose(site, memory, auto, s, state, now=now)
+        return
     d = decide(s, state, auto, now)
     # the service's body reaches this loop a moment after the patch: the same answer is not written (nor
     # announced) again meanwhile, but it is once that moment is long past (someone wrote spec.replicas back)
@@ -150,6 +176,31 @@ async def autoscale(
     memory.extra_status["autoscaling"] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
     memory.autoscale_condition = _condition(d.reason, d.message, auto)
     publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
+
+
+async def _propose(
+    site: Site, memory: ServiceMemory, auto: AutoscalingSpec, s: Signals, state: Window, *, now: float
+) -> None:
+    """A P/D pool: decide, publish the decision (status at once when it changes), write no spec.replicas.
+    The pool's last scale is when its spec.replicas (the parent's write) last moved."""
+    if memory.autoscale_seen is not None and s.replicas != memory.autoscale_seen:
+        state = Window(state.wants, last_scale=now)
+        memory.autoscale_scaled_at = iso(site.clock())
+    memory.autoscale_seen = s.replicas
+    d = decide(s, state, auto, now)
+    if (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
+        site.events("Warning", d.reason.value, d.message)
+    memory.autoscale, memory.autoscale_reason = state, d.reason.value
+    status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
+    dumped = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    memory.extra_status["autoscaling"] = dumped
+    memory.autoscale_condition = _condition(d.reason, d.message, auto)
+    publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
+    if d.desired != memory.autoscale_asked:  # the parent acts on it: not after the next status interval
+        written = await site.kube.patch(SERVICE_CR, site.namespace, site.service, {"status": {"autoscaling": dumped}},
+                                        status=True)  # fmt: skip
+        if written is not None:
+            memory.autoscale_asked = d.desired
 
 
 def _condition(reason: ScaleReason, message: str, auto: AutoscalingSpec) -> ConditionRecord:

@@ -148,11 +148,23 @@ async def _keep_baselines(mon: Monitor, state: MonitorState, pods: list[PodView]
 
 
 def _share(
-    memory: ServiceMemory, state: MonitorState, samples: Mapping[str, EngineSample | None], *, scraped_at: float
+    memory: ServiceMemory,
+    state: MonitorState,
+    samples: Mapping[str, EngineSample | None],
+    *,
+    scraped_at: float,
+    holds_kv: bool = False,
 ) -> None:
     """What the disruption step reads from the health loop: requests in flight per pod (None: no answer;
-    running + waiting, the engine's own gauges) and the pods that have served."""
-    memory.in_flight = {uid: None if s is None else round(s.running + s.waiting) for uid, s in samples.items()}
+    running + waiting, the engine's own gauges) and the pods that have served. A P/D prefill engine
+    (`holds_kv`) keeps a finished request's KV blocks until a decode engine pulls them (vLLM 0.25.1
+    vllm/v1/core/sched/scheduler.py `_free_request`: the connector's request_finished delays the free), so
+    KV in use there is one more request in flight: a drain that ended before the pull would fail the
+    decode side's request (found by the P/D autoscaling e2e: a prefill pool's scale-down)."""
+    memory.in_flight = {
+        uid: None if s is None else round(s.running + s.waiting) + int(holds_kv and s.kv_usage > 0)
+        for uid, s in samples.items()
+    }
     memory.scraped_at = scraped_at
     memory.served = {uid for uid, health in state.pods.items() if health.served}
 
@@ -303,7 +315,8 @@ async def health_pass(
         },
     )
     await _keep_baselines(mon, state, live, namespace)
-    _share(memory, state, samples, scraped_at=scraped_at)
+    prefill = spec.pd_role is not None and spec.pd_role.role.value == "prefill"
+    _share(memory, state, samples, scraped_at=scraped_at, holds_kv=prefill)
     site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
     # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
     candidates = rolls + _recycle(spec, views, now=mon.wall()) + _node_losses(mon, spec, every, samples, memory)

@@ -7,24 +7,38 @@ specs in line with its own (a `kubectl scale` on the parent reaches both roles, 
 its conditions, whether the pair serves: a disaggregated service serves only while both roles do. The
 parent's own engine pods, left from an aggregated spec, are scaled to zero through the usual budgeted path
 (reconcile.py) before or while the roles come up.
+
+With spec.autoscaling, each role decides on its own signals and publishes the engines it wants in its
+status.autoscaling (controller/autoscaling.py); the parent reads both, keeps them within the user's
+decode-per-prefill ratio (autoscale/pd.py) and writes each role's spec.replicas, and its status lists
+both pools' decisions (roles[].autoscaling). A role's engines then follow the autoscaler, not spec.replicas x
+pool.replicas (that is only where a new role starts).
 """
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
+from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import ParsedService, SpecError, parse_spec
+from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, RoleStatus
+from ascend_operator.autoscale import PoolAsk, PoolCount, resolve
 from ascend_operator.clients.resources import SERVICE_CR, Kube
+from ascend_operator.controller.metrics import record_scale
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.status import ConditionRecord, Observed
 from ascend_operator.render.desired import Desired
-from ascend_operator.render.pd import ROLES, pool_replicas, role_name
+from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
 from ascend_operator.render.router import router_name
+
+Bodies = Mapping[PdRole, Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,11 +57,63 @@ def had_roles(previous: Mapping[str, Any] | None) -> bool:
     return bool((previous or {}).get("roles"))
 
 
+def _autoscaling(body: Mapping[str, Any] | None) -> AutoscalingStatus | None:
+    """A role's own decision (its status.autoscaling), None before it made one."""
+    found = ((body or {}).get("status") or {}).get("autoscaling")
+    try:
+        return None if not found else AutoscalingStatus.model_validate(found)
+    except ValidationError:  # written by an operator of another version: no decision to act on
+        return None
+
+
+def pool_counts(spec: AscendInferenceServiceSpec, bodies: Bodies) -> dict[PdRole, PoolCount] | None:
+    """With spec.autoscaling, each role's engines: what its own decision asks, within the ratio (None
+    without spec.autoscaling: the pools are spec.replicas x pool.replicas)."""
+    if spec.autoscaling is None or spec.disaggregation is None:
+        return None
+    asks: dict[PdRole, PoolAsk] = {}
+    for role in ROLES:
+        body = bodies.get(role)
+        live = ((body or {}).get("spec") or {}).get("replicas")
+        decision = _autoscaling(body)
+        asks[role] = PoolAsk(
+            current=pool_replicas(spec, role) if live is None else int(live),
+            proposed=None if decision is None else decision.desired_replicas,
+        )
+    prefill, decode = resolve(asks[PdRole.PREFILL], asks[PdRole.DECODE], spec.autoscaling)
+    return {PdRole.PREFILL: prefill, PdRole.DECODE: decode}
+
+
+def _announce(events: EventSink, desired: Desired, live: Bodies, counts: Mapping[PdRole, PoolCount]) -> None:
+    """An event on the parent (and its scale counter) for each pool whose engines the autoscaler moves."""
+    for role, count in counts.items():
+        before = ((live.get(role) or {}).get("spec") or {}).get("replicas")
+        if before is None or int(before) == count.replicas:
+            continue
+        up = count.replicas > int(before)
+        decision = _autoscaling(live.get(role))
+        why = count.held or (decision.message if decision is not None else "")
+        reason = "ScaledUp" if up else "ScaledDown"
+        events("Normal", reason, f"{role.value} {before} -> {count.replicas}: {why}")
+        record_scale(desired.owner.namespace, desired.owner.name, up=up)
+
+
 async def ensure_roles(kube: Kube, events: EventSink, desired: Desired) -> dict[PdRole, dict[str, Any] | None]:
     """Each role's service as the spec renders it (or removed, ours only, when spec.disaggregation is gone);
-    returns each role's live object after the pass."""
+    returns each role's live object after the pass. With spec.autoscaling, each role's engines are the
+    pools' decisions within the ratio (pool_counts)."""
     owner = desired.owner
     wanted = {body["metadata"]["name"]: body for body in desired.roles}
+    spec = desired.spec
+    if spec.autoscaling is not None and spec.disaggregation is not None:
+        before = {role: await kube.get(SERVICE_CR, owner.namespace, role_name(owner.name, role)) for role in ROLES}
+        counts = pool_counts(spec, before)
+        assert counts is not None
+        _announce(events, desired, before, counts)
+        wanted = {
+            role_name(owner.name, role): build_role_service(spec, role, owner=owner, replicas=counts[role].replicas)
+            for role in ROLES
+        }
     seen: dict[PdRole, dict[str, Any] | None] = {}
     for role in ROLES:
         name = role_name(owner.name, role)
@@ -78,8 +144,26 @@ def _condition(body: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
     return {}
 
 
-def role_status(role: PdRole, body: Mapping[str, Any] | None, *, desired: int, group: str) -> RoleStatus:
-    """One role as its own service's status shows it."""
+def _pool_decision(body: Mapping[str, Any] | None, count: PoolCount | None) -> AutoscalingStatus | None:
+    """The role's own decision as the parent acted on it: RatioBound, with why, when the ratio changed it."""
+    decision = _autoscaling(body)
+    if decision is None or count is None:
+        return decision
+    if count.reason is None or count.held is None:
+        return decision.model_copy(update={"desired_replicas": count.replicas})
+    return decision.model_copy(
+        update={
+            "desired_replicas": count.replicas,
+            "reason": count.reason,
+            "message": f"{count.held} (its own decision: {decision.reason.value}, {decision.message})",
+        }
+    )
+
+
+def role_status(
+    role: PdRole, body: Mapping[str, Any] | None, *, desired: int, group: str, count: PoolCount | None = None
+) -> RoleStatus:
+    """One role as its own service's status shows it (`count`: the autoscaler's, for its decision)."""
     status = (body or {}).get("status") or {}
     ready = _condition(body, READY)
     return RoleStatus(
@@ -90,6 +174,7 @@ def role_status(role: PdRole, body: Mapping[str, Any] | None, *, desired: int, g
         ready=ready.get("status") == "True",
         reason=str(ready.get("reason") or ("NotCreated" if body is None else "Pending")),
         message=str(ready.get("message") or ""),
+        autoscaling=_pool_decision(body, count),
     )
 
 
@@ -103,9 +188,6 @@ def _false(kind: str, reason: str, message: str) -> ConditionRecord:
 
 def _summary(roles: Sequence[RoleStatus]) -> str:
     return ", ".join(f"{r.role} {r.ready_replicas}/{r.desired_replicas}" for r in roles)
-
-
-Bodies = Mapping[PdRole, Mapping[str, Any] | None]
 
 
 def _states(bodies: Bodies, kind: str) -> dict[PdRole, Mapping[str, Any]]:
@@ -157,7 +239,17 @@ def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesS
     is the pool's replicas of both roles, so units ready = the fewer of each role's ready / per unit)."""
     spec = parsed.spec
     assert spec.disaggregation is not None
-    roles = [role_status(role, bodies.get(role), desired=pool_replicas(spec, role), group=owner.name) for role in ROLES]
+    counts = pool_counts(spec, bodies)
+    roles = [
+        role_status(
+            role,
+            bodies.get(role),
+            desired=pool_replicas(spec, role) if counts is None else counts[role].replicas,
+            group=owner.name,
+            count=None if counts is None else counts[role],
+        )
+        for role in ROLES
+    ]
     pools = spec.disaggregation
     per_unit = {PdRole.PREFILL: pools.prefill.replicas, PdRole.DECODE: pools.decode.replicas}
     units = min(r.ready_replicas // per_unit[PdRole(r.role)] for r in roles)

@@ -51,6 +51,8 @@ class ServiceMemory:
     """spec.autoscaling's window of recent wants (controller/autoscaling.py); None without it."""
     autoscale_asked: int | None = None
     """The spec.replicas the autoscaler last wrote: until the spec shows it, it is not written again."""
+    autoscale_seen: int | None = None
+    """A P/D pool: its spec.replicas at the last pass (the parent writes it; a change is the pool's last scale)."""
     autoscale_reason: str | None = None
     """The last decision's reason (a hold is announced once, when it starts)."""
     autoscale_scaled_at: str | None = None

@@ -59,7 +59,8 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
             owner=owner,
             engine_port=decode.engine.port,
             engine_selector=role_selector(owner.name, PdRole.DECODE),
-            engine_replicas=decode.replicas,
+            # autoscaled: the decode pool's most, so no scale step changes the router's arguments
+            engine_replicas=decode.replicas if decode.autoscaling is None else decode.autoscaling.max_replicas,
             max_num_seqs=decode.engine.max_num_seqs,
             data_parallel=decode.parallelism.data,
             api_key=spec.auth.api_key_secret_ref,

@@ -8,6 +8,11 @@ DP, which the connector asserts on: mooncake_connector.py:2012-2026). A prefill 
 token, as the router's prefill leg does. The router is the parent's; a role
 has none of its own, no InferencePool and no nested disaggregation.
 
+With spec.autoscaling, a role carries its pool's autoscaling (its own bounds and targets): the role decides
+on its own side's signals and the parent writes each role's engines (controller/pd.py, autoscale/pd.py), so
+the count is an argument here; the parent's spec.replicas x pool.replicas, within the pool's bounds, is only
+where a new role starts.
+
 The role's spec is written whole, every field present (null for an unset optional one), so a JSON merge
 patch of it removes what the parent no longer sets; the digest annotation tells a pass whether it changed,
 because the API server's defaulting makes the live spec differ from the rendered one.
@@ -60,17 +65,23 @@ def pool_parallelism(spec: AscendInferenceServiceSpec, role: PdRole) -> Parallel
 
 
 def pool_replicas(spec: AscendInferenceServiceSpec, role: PdRole) -> int:
-    """Engines of this role: units x the pool's replicas per unit."""
+    """Engines of this role: units x the pool's replicas per unit (within the pool's autoscaling bounds)."""
     assert spec.disaggregation is not None
-    return spec.replicas * pool(spec.disaggregation, role).replicas
+    engines = spec.replicas * pool(spec.disaggregation, role).replicas
+    if spec.autoscaling is None:
+        return engines
+    bounds = spec.autoscaling.pool(role.value)
+    return max(bounds.min_replicas, min(bounds.max_replicas, engines))
 
 
 def _side(layout: Parallelism) -> SideParallelism:
     return SideParallelism(tp_size=layout.tensor, dp_size=layout.data)
 
 
-def role_spec(spec: AscendInferenceServiceSpec, role: PdRole, *, group: str) -> AscendInferenceServiceSpec:
-    """The spec of one role's service."""
+def role_spec(
+    spec: AscendInferenceServiceSpec, role: PdRole, *, group: str, replicas: int | None = None
+) -> AscendInferenceServiceSpec:
+    """The spec of one role's service (`replicas`: the autoscaler's count for the pool, else pool_replicas)."""
     pd = spec.disaggregation
     assert pd is not None
     mine = pool(pd, role)
@@ -88,7 +99,8 @@ def role_spec(spec: AscendInferenceServiceSpec, role: PdRole, *, group: str) -> 
         health = health.model_copy(update={"canary": health.canary.model_copy(update={"max_tokens": 1})})
     return spec.model_copy(
         update={
-            "replicas": pool_replicas(spec, role),
+            "replicas": pool_replicas(spec, role) if replicas is None else replicas,
+            "autoscaling": None if spec.autoscaling is None else spec.autoscaling.pool(role.value),
             "health": health,
             "parallelism": pool_parallelism(spec, role),
             "engine": mine.engine or spec.engine,
@@ -101,9 +113,11 @@ def role_spec(spec: AscendInferenceServiceSpec, role: PdRole, *, group: str) -> 
     )
 
 
-def build_role_service(spec: AscendInferenceServiceSpec, role: PdRole, *, owner: Owner) -> dict[str, Any]:
+def build_role_service(
+    spec: AscendInferenceServiceSpec, role: PdRole, *, owner: Owner, replicas: int | None = None
+) -> dict[str, Any]:
     """The role's AscendInferenceService, owned by the parent (garbage collection removes it with it)."""
-    body = role_spec(spec, role, group=owner.name).model_dump(mode="json", by_alias=True)
+    body = role_spec(spec, role, group=owner.name, replicas=replicas).model_dump(mode="json", by_alias=True)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -17,6 +17,7 @@ from ascend_operator.contract import flags as F
 from ascend_operator.render.env import API_KEY_ENV
 from ascend_operator.render.pod import OPERATOR_LABELS
 from ascend_operator.render.resources import build_resources, parse_quantity
+from ascend_operator.validation.autoscaling_rules import AUTOSCALING_PD_RULES
 from ascend_operator.validation.pd_rules import PD_RULES
 from ascend_operator.validation.prefill_rules import PREFILL_RULES
 from ascend_operator.validation.rule import Rule, Spec
@@ -353,14 +354,6 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("autoscaling",),
         cel_field_path=".minReplicas",
     ),
-    Rule(
-        name="AutoscalingNotDisaggregated",
-        field="spec.autoscaling",
-        message="spec.autoscaling does not scale a P/D split yet: its prefill and decode pools need signals "
-        "of their own (issue 40 item 2); scale spec.replicas (units) by hand or with an HPA",
-        check=lambda s: s.autoscaling is None or s.disaggregation is None,
-        cel="!has(self.autoscaling) || !has(self.disaggregation)",
-        cel_field_path=".autoscaling",
-    ),
+    *AUTOSCALING_PD_RULES,
     *PD_RULES,
 )

@@ -91,6 +91,8 @@ _COVERED = {
     "ParallelismMatchesNPUs": "PoolParallelismMatchesNPUs",
     "NoRecomputeSchedulerOnDecodeRole": "NoRecomputeSchedulerOnDecodePool",
 }
+#: A role's autoscaling bounds are its pool's: the parent's bounds rules already report them.
+_POOL_BOUNDS = {"AutoscalingBounds", "AutoscalingPoolBoundsPrefill", "AutoscalingPoolBoundsDecode"}
 
 
 def _in_pool(field: str, role: PdRole, spec: AscendInferenceServiceSpec) -> str:
@@ -116,6 +118,7 @@ def role_findings(spec: AscendInferenceServiceSpec, own: list[Finding]) -> list[
         for f in validate_spec(role_spec(spec, role, group="validation")):
             named = replace(f, field=_in_pool(f.field, role, spec), message=f"{role.value} pool: {f.message}")
             repeated = (f.rule, f.field, f.message) in seen or _COVERED.get(f.rule) in said
+            repeated = repeated or (f.rule == "AutoscalingBounds" and bool(_POOL_BOUNDS & said))
             if not repeated and f.severity is not Severity.NOTE:
                 found.append(named)
     return found
