@@ -58,8 +58,8 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
     # metadata.name, and every rule but the four over the free-form additionalConfig.extra map and env: 21 (2 of
     # spec.autoscaling), 10 of spec.disaggregation (validation/pd_rules.py), 2 of the partial prefills
-    # (validation/prefill_rules.py)
-    assert len(expected) == 33
+    # (validation/prefill_rules.py), 1 of spec.scheduling.volcano (validation/scheduling_rules.py)
+    assert len(expected) == 34
 
 
 @pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])

@@ -20,6 +20,7 @@ from ascend_operator.validation.budget import load_profiles
 from ascend_operator.validation.pd_rules import PD_RULES
 from ascend_operator.validation.prefill_rules import PREFILL_RULES
 from ascend_operator.validation.rule import Rule, Spec
+from ascend_operator.validation.scheduling_rules import SCHEDULING_RULES
 from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
 
 #: Additional-config keys no code of vllm-ascend v0.25.1rc1 reads: an engine ignores them silently, so the
@@ -363,4 +364,5 @@ RULES: tuple[Rule, ...] = (
         cel_field_path=".autoscaling",
     ),
     *PD_RULES,
+    *SCHEDULING_RULES,
 )
