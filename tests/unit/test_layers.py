@@ -54,7 +54,12 @@ OUTSIDE = {
     "tests": {"perf"},
 }
 #: Tests of perf/'s own code, which import what they test.
-TESTS_OF_PERF = {"tests/e2e/test_scale.py", "tests/health/test_bench_detectors.py", "tests/unit/test_scale_figures.py"}
+TESTS_OF_PERF = {
+    "tests/e2e/test_scale.py",
+    "tests/health/test_bench_detectors.py",
+    "tests/unit/test_scale_figures.py",
+    "tests/unit/test_soak_report.py",
+}
 
 
 def _imported_tops(path: Path) -> set[str]:
