@@ -45,9 +45,12 @@ from perf.soak_watch import Load, PodSeen, Watcher
 NAMESPACE = "soak"
 #: FAST (canary every 2 s, stall after 6 s) plus the drift detector's short windows (test_health.py), and a
 #: roll budget the run's own faults cannot exhaust: a refused roll would read as a missed fault.
+#: The drift windows are longer than the drills' (3 s windows, 2 of them, 12 s sustained): with those, the
+#: first soaks rolled healthy engines for ThroughputDrift under plain load on this busy 2-core host, before
+#: any fault (docs/soak.md); the defaults (30 s windows after 300 s, 180 s sustained) outlast a 10-minute run.
 HEALTH = {
     **FAST,
-    "drift": {"warmupSeconds": 0, "sampleWindowSeconds": 3, "baselineWindows": 2, "sustainSeconds": 12},
+    "drift": {"warmupSeconds": 20, "sampleWindowSeconds": 10, "baselineWindows": 3, "sustainSeconds": 30},
     "rolls": {"maxPerHour": 60, "cooldownSeconds": 0},
 }
 #: A faulted pod's requests drain for at most this long before it goes (a drift roll drains).
@@ -67,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kinds", default=",".join(sf.ALL_KINDS), help="fault kinds to draw from, comma-separated")
     p.add_argument("--detect-timeout", type=float, default=150.0, help="seconds before a fault counts as missed")
     p.add_argument("--settle", type=float, default=240.0, help="seconds to wait for open faults at the end")
-    p.add_argument("--warmup", type=float, default=45.0, help="seconds of load before the first fault")
+    p.add_argument("--warmup", type=float, default=75.0, help="seconds of load before the first fault")
     p.add_argument(
         "--time-scale",
         default="5",
@@ -90,6 +93,7 @@ class Soak:
         self.faults: list[sf.Fault] = []
         self.procs: list[Proc] = []
         self.plant: sf.Plant | None = None
+        self.supervisor: sf.Supervisor
 
     def set_up(self) -> sf.Plant:
         c, a = self.cluster, self.args
@@ -161,12 +165,17 @@ class Soak:
                 except Exception as exc:  # retried on the next pass
                     print(f"[soak]   repair of {f.node} failed, retrying: {exc}", flush=True)
 
+    def supervise(self, watcher: Watcher) -> None:
+        for name in self.supervisor.check():
+            print(f"[soak] +{watcher.picture.now():.0f}s {name} had exited: restarted", flush=True)
+
     def run(self) -> int:
         a = self.args
         plant = self.set_up()
         t0 = time.monotonic()
         watcher = Watcher(str(self.cluster.kubeconfig), NAMESPACE, t0)
         watcher.start()
+        self.supervisor = sf.Supervisor(self.cluster)
         wait_for(lambda: all(len(watcher.snapshot().serving(s)) == a.replicas for s in self.services),
                  timeout=600, interval=1, message="every service serving all its replicas")  # fmt: skip
         load = Load(watcher, self.services, per_pod=a.clients_per_pod, replicas=a.replicas, max_tokens=a.max_tokens)
@@ -179,10 +188,12 @@ class Soak:
                 self.step(plant, watcher)
                 next_at = watcher.picture.now() + self.rng.expovariate(1 / a.mean_interval)
             self.advance(watcher)
+            self.supervise(watcher)
             time.sleep(1.0)
         settle_end = watcher.picture.now() + a.settle
         while any(f.open for f in self.faults) and watcher.picture.now() < settle_end:
             self.advance(watcher)
+            self.supervise(watcher)
             time.sleep(1.0)
         load.stop()
         watcher.stop()
@@ -200,7 +211,8 @@ class Soak:
             f"{a.mean_interval:g} s on average), {a.clients_per_pod} clients per pod: {len(load.requests)} "
             f"requests, {failed_inside} failed on faulted engines, **{len(lost)} lost outside them**; "
             f"**{len(false)} rolls of pods with no fault**, {len(vanished)} pods gone without a roll record "
-            f"or fault; {pic.polls_failed} watcher polls failed (API server down)."
+            f"or fault; {pic.polls_failed} watcher polls failed (API server down); control-plane components "
+            f"restarted after exiting: {self.supervisor.restarts or 'none'}."
         )
         reasons = sorted({r.reason for r in false})
         if false:

@@ -34,7 +34,7 @@ from typing import Any
 import aiohttp
 
 import harness.cluster
-from harness.cluster import Cluster, kill_component, restart_component, wait_for
+from harness.cluster import Cluster, kill_component, pid_running, recorded_pids, restart_component, wait_for
 from harness.plant import (
     Proc,
     chip_fault,
@@ -62,6 +62,8 @@ ALL_KINDS = (*POD_FAULTS, *CLUSTER_FAULTS, "kv-transfer-hang")
 #: node's kubelet reporting (KWOK no longer manages it) and returns a function that gives the node back.
 NODE_LOSS_HOOK = "lose_node"
 SEPARATE = chip_fault("Ascend910-4", "SeparateNPU", "A8028801,80E18402")
+#: What a kubelet would restart on a real control plane (static pods); the API server and etcd are the soak's.
+RESTARTED = ("kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def available(kind: str) -> str | None:
@@ -119,6 +121,33 @@ class Plant:
 
     def restart_operator(self) -> None:
         self.operator = start_operator(self.cluster, self.operator_log, *self.operator_args, port_base=self.port_base)
+
+
+class Supervisor:
+    """Restarts a control-plane component that exited, as the kubelet restarts a static pod: kube-scheduler
+    and kube-controller-manager exit on purpose when they cannot renew their leader lease (an API server
+    restart longer than the renew deadline), and on a real control plane come straight back. Without this,
+    the first API server restart leaves every later pod Pending (seen: the soak's first run).
+    The command lines are read from /proc while the components run (harness/cluster.py kill_component's way)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        assert cluster.state_dir is not None
+        self.state_dir = cluster.state_dir
+        self.argv = {
+            name: [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+            for name, pid in recorded_pids(cluster.state_dir).items()
+            if name in RESTARTED
+        }
+        self.restarts: dict[str, int] = {}
+
+    def check(self) -> list[str]:
+        """Start again what exited; the names restarted."""
+        pids = recorded_pids(self.state_dir)
+        dead = [name for name in self.argv if not pid_running(pids.get(name, -1))]
+        for name in dead:
+            restart_component(self.state_dir, name, self.argv[name])
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+        return dead
 
 
 def _base(pod: PodSeen) -> str:
