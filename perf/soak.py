@@ -77,6 +77,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="engine seconds per wall second of the simulators (the e2e tests' 30 turns every millisecond a "
         "starved 2-core host delays an engine step into 30 ms of engine time, which the drift detector reads)",
     )
+    p.add_argument(
+        "--no-drift",
+        action="store_true",
+        help="spec.health.drift.enabled false and no drift faults: the control run that tells the drift "
+        "detector's false rolls from everything else's",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "perf" / "results")
     return p.parse_args(argv)
 
@@ -86,7 +92,7 @@ class Soak:
         self.args, self.cluster, self.work = args, cluster, work
         self.rng = random.Random(args.seed)
         self.services = [f"svc{i}" for i in range(args.services)]
-        wanted = [k for k in args.kinds.split(",") if k]
+        wanted = [k for k in args.kinds.split(",") if k and not (args.no_drift and k == "drift")]
         self.skipped = {k: "not asked for (--kinds)" for k in sf.ALL_KINDS if k not in wanted}
         self.skipped.update({k: why for k in sf.ALL_KINDS if (why := sf.available(k)) is not None})
         self.kinds = [k for k in sf.ALL_KINDS if k not in self.skipped]
@@ -111,7 +117,8 @@ class Soak:
         plant.restart_operator()
         self.plant = plant
         for name in self.services:
-            body = example(name, node_label=NAMESPACE, replicas=a.replicas, health=HEALTH,
+            health = {**HEALTH, "drift": {**HEALTH["drift"], "enabled": False}} if a.no_drift else HEALTH
+            body = example(name, node_label=NAMESPACE, replicas=a.replicas, health=health,
                            rollout={"drainSeconds": DRAIN_SECONDS})  # fmt: skip
             c.apply(body, namespace=NAMESPACE)
         return plant
@@ -223,7 +230,7 @@ class Soak:
             )
         print(table + "\n\n" + summary, flush=True)
         a.out.mkdir(parents=True, exist_ok=True)
-        stem = a.out / f"soak-{a.seed}"
+        stem = a.out / f"soak-{a.seed}{'-nodrift' if a.no_drift else ''}"
         report.plot(stem.with_suffix(".png"), self.faults, load.requests, services=self.services)
         stem.with_suffix(".md").write_text(f"{table}\n\n{summary}\n")
         stem.with_suffix(".json").write_text(json.dumps({

@@ -55,6 +55,7 @@ class RollSeen:
     uid: str
     reason: str
     seen_at: float
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ class Watcher:
                 pic.service_ready[name] = bool(ready) and ready[0]["status"] == "True"
                 for roll in status.get("rolls") or []:
                     if roll["uid"] not in pic.rolls:
-                        pic.rolls[roll["uid"]] = RollSeen(name, roll["pod"], roll["uid"], roll["reason"], now)
+                        pic.rolls[roll["uid"]] = RollSeen(
+                            name, roll["pod"], roll["uid"], roll["reason"], now, roll.get("message", "")
+                        )
 
 
 class Load:

@@ -9,7 +9,8 @@ and the CRDs of that checkout (config/crd/volcano/bases), this runs what a MindC
 
 1. a local control plane (3 fake Atlas nodes) with LeaderWorkerSet v0.7.0, its manager restarted with
    `gangSchedulingManagement.schedulerProvider: volcano` (the only change to hack/local-cluster's config),
-   Volcano's CRDs, and `vc-scheduler` (its default actions and plugins, gang among them);
+   Volcano's CRDs, and `vc-scheduler` (its default actions and plugins, gang among them); Volcano's
+   controller manager is not run, so its one write this needs, the default queue's `Open` state, is played;
 2. the operator, and examples/dsr1-2node.yaml with 2 replicas (two groups of two pods: 4 nodes' worth),
    `spec.scheduling.schedulerName: volcano` and queue `default`;
 3. checks: each group has a PodGroup LWS made (minMember 2, queue default; the API server held it to
@@ -47,7 +48,8 @@ from harness.cluster import (
 from harness.plant import CRD, CRD_NAME, Proc, label_nodes, start_operator
 
 NAMESPACE = "gang"
-#: Volcano's default scheduler configuration (pkg/scheduler/util.go defaultSchedulerConf), written out.
+#: Volcano's built-in default configuration, written out (pkg/scheduler/util.go:38-51 DefaultSchedulerConf): the
+#: scheduler started without --scheduler-conf refuses to run ("Scheduler config is invalid: failed to find Action").
 SCHEDULER_CONF = """actions: "enqueue, allocate, backfill"
 tiers:
 - plugins:
@@ -60,7 +62,6 @@ tiers:
   - name: predicates
   - name: proportion
   - name: nodeorder
-  - name: binpack
 """
 
 
@@ -132,9 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         established(cluster, "queues.scheduling.volcano.sh")
         conf = work / "volcano-scheduler.conf"
         conf.write_text(SCHEDULER_CONF)
-        admin = cluster.kubeconfig
         vc_args = [
-            f"--kubeconfig={admin}", f"--scheduler-conf={conf}", "--leader-elect=false",
+            f"--kubeconfig={cluster.kubeconfig}", f"--scheduler-conf={conf}", "--leader-elect=false",
             f"--listen-address=127.0.0.1:{free_port()}", f"--healthz-address=127.0.0.1:{free_port()}",
         ]  # fmt: skip
         vc_log = (work / "vc-scheduler.log").open("ab")
@@ -147,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             lambda: cluster.kubectl("get", "sa", "default", "-n", NAMESPACE, check=False), timeout=60, message="SA"
         )
         wait_for(lambda: cluster.kubectl("get", "queue", "default", check=False), timeout=60, message="default queue")
+        # vc-controller-manager's queue controller opens the queues (pkg/controllers/queue/queue_controller_action.go
+        # openQueue, state/closed.go:32); it is not run here, so its status write is played, as KWOK plays kubelets:
+        # the scheduler admits no job to a queue whose state is not Open (plugins/proportion/proportion.go:411)
+        opened = json.dumps({"status": {"state": "Open"}})
+        for queue in ("root", "default"):
+            cluster.kubectl("patch", "queue", queue, "--subresource=status", "--type=merge", "-p", opened)
         label_nodes(cluster, cluster.node_names(), NAMESPACE)
         procs.append(start_operator(cluster, work / "operator.log", port_base=19380))
         print(f"[gang] control plane, LWS (Volcano provider), Volcano up in {time.monotonic() - t0:.1f}s", flush=True)
