@@ -58,8 +58,9 @@ def test_every_cel_rule_is_in_the_crd_with_its_message() -> None:
     assert sorted((r["rule"], r["message"]) for r in rules) == sorted(expected)
     # metadata.name, and every rule but the four over the free-form additionalConfig.extra map and env: 20 (1 of
     # spec.autoscaling), 10 of spec.disaggregation (validation/pd_rules.py), 2 of the partial prefills
-    # (validation/prefill_rules.py), 4 of spec.autoscaling.pd (validation/autoscaling_rules.py)
-    assert len(expected) == 36
+    # (validation/prefill_rules.py), 4 of spec.autoscaling.pd (validation/autoscaling_rules.py), 1 of
+    # spec.scheduling.volcano (validation/scheduling_rules.py)
+    assert len(expected) == 37
 
 
 @pytest.mark.parametrize("rule", ["ExtraArgsSilenceMetrics", "ExtraArgsReplaceHttpServer", "ExtraArgsBreakCanary"])

@@ -59,6 +59,7 @@ TESTS_OF_PERF = {
     "tests/health/test_bench_detectors.py",
     "tests/unit/test_scale_figures.py",
     "tests/unit/test_ramp_figures.py",
+    "tests/unit/test_soak_report.py",
 }
 
 

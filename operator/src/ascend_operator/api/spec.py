@@ -19,6 +19,7 @@ from ascend_operator.api.layout import EnvVar, Parallelism
 from ascend_operator.api.rollout import RolloutSpec
 from ascend_operator.api.router import RouterSpec
 from ascend_operator.api.routing import RoutingSpec
+from ascend_operator.api.scheduling import VolcanoSpec
 from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -229,6 +230,18 @@ class Scheduling(ApiModel):
     node_selector: dict[str, LabelValue] = Field(default_factory=dict, max_length=64, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Pod tolerations.")
     affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity, as Kubernetes takes it.")
+    scheduler_name: str | None = Field(
+        default=None,
+        pattern=DNS_SUBDOMAIN,
+        max_length=253,
+        description="The scheduler that binds engine and router pods (`volcano` on a MindCluster cluster "
+        "that schedules NPUs with Volcano; docs/deploy.md). Unset: the cluster's default scheduler. A "
+        "multi-node group is gang-scheduled (all of its pods or none) only when LeaderWorkerSet's manager "
+        "runs with Volcano as its gang-scheduling provider.",
+    )
+    volcano: VolcanoSpec | None = Field(
+        default=None, description="Volcano's queue for the service's pods (needs schedulerName)."
+    )
 
 
 class AscendInferenceServiceSpec(ApiModel):
@@ -293,7 +306,8 @@ class AscendInferenceServiceSpec(ApiModel):
         default=None,
         pattern=DNS_SUBDOMAIN,
         max_length=253,
-        description="PriorityClass of the engine pods (an 8-NPU engine is costly to preempt and reload).",
+        description="PriorityClass of the engine pods (an 8-NPU engine is costly to preempt and reload) "
+        "and of the router's.",
     )
     pod_metadata: PodMetadata = Field(default_factory=PodMetadata, description="Extra engine pod metadata.")
     service: ServiceSpec = Field(default_factory=ServiceSpec, description="The engine Service.")

@@ -31,6 +31,7 @@ from ascend_operator.render.netpol import OperatorPeer, build_network_policy
 from ascend_operator.render.pd import ROLES, build_role_service, role_name, role_selector, role_spec
 from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service, serving_selector
 from ascend_operator.render.router import RouterTarget, build_router_objects
+from ascend_operator.render.scheduling import queue_annotations, scheduling_fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,8 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
             api_key=spec.auth.api_key_secret_ref,
             disaggregated=(role_selector(owner.name, PdRole.PREFILL), role_selector(owner.name, PdRole.DECODE)),
             pool_policies=(spec.disaggregation.prefill.router_policy, spec.disaggregation.decode.router_policy),
+            pod_scheduling=scheduling_fields(spec),
+            pod_annotations=queue_annotations(spec),
         )
     return RouterTarget(
         owner=owner,
@@ -76,6 +79,8 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
         engine_replicas=spec.autoscaling.max_replicas if spec.autoscaling is not None else spec.replicas,
         max_num_seqs=spec.engine.max_num_seqs,
         data_parallel=spec.parallelism.data,
+        pod_scheduling=scheduling_fields(spec),
+        pod_annotations=queue_annotations(spec),
     )
 
 

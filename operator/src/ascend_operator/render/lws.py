@@ -15,6 +15,9 @@ leader differs from a single-node pod only by the group flags and network env. T
 The LWS is named `<service>-group`: LWS creates a headless Service named after it for the pods' DNS
 subdomain (pkg/utils/controller/controller_utils.go:32-64) and skips that when a Service of the name
 exists, so it may not share the name of the operator's ClusterIP Service.
+With spec.scheduling.schedulerName `volcano`, a group is gang-scheduled by LWS's own Volcano provider (one
+PodGroup per group, minMember = size), which the LWS manager's configuration turns on; the set only carries
+the queue (api/scheduling.py, docs/deploy.md).
 """
 
 from collections.abc import Sequence
@@ -30,6 +33,7 @@ from ascend_operator.api.constants import (
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.render.group import Role
 from ascend_operator.render.pod import Owner, build_pod_spec, common_labels, engine_digest, owner_metadata
+from ascend_operator.render.scheduling import queue_annotations
 
 LABEL_ROLE = f"{GROUP}/role"
 LWS_SUFFIX = "-group"
@@ -56,6 +60,7 @@ def group_spec_hash(spec: AscendInferenceServiceSpec) -> str:
         "leader": build_pod_spec(spec, role=Role.LEADER),
         "worker": build_pod_spec(spec, role=Role.WORKER),
     }
+    body.update(queue_annotations(spec))  # Volcano reads the queue when a group's PodGroup is made
     return engine_digest(body)
 
 
@@ -70,7 +75,7 @@ def _template(
     return {
         "metadata": {
             "labels": {**common_labels(owner), LABEL_ROLE: role.value},
-            "annotations": {ANNOTATION_SPEC_HASH: digest},
+            "annotations": {**queue_annotations(spec), ANNOTATION_SPEC_HASH: digest},
         },
         "spec": build_pod_spec(spec, role=role, npu_resource=npu_resource, driver_versions=driver_versions),
     }
@@ -92,7 +97,8 @@ def build_leader_worker_set(
             "name": lws_name(owner),
             "namespace": owner.namespace,
             "labels": common_labels(owner),
-            "annotations": {ANNOTATION_SPEC_HASH: digest},
+            # LWS's Volcano provider copies the set's queue into each group's PodGroup (api/scheduling.py)
+            "annotations": {**queue_annotations(spec), ANNOTATION_SPEC_HASH: digest},
             **owner_metadata(owner),
         },
         "spec": {

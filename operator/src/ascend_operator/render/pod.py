@@ -29,6 +29,7 @@ from ascend_operator.render.group import Role, group_env, with_role
 from ascend_operator.render.hostpaths import ASCEND_HOST_MOUNTS
 from ascend_operator.render.probes import READINESS_GATE, readiness_probe, startup_probe
 from ascend_operator.render.resources import build_resources
+from ascend_operator.render.scheduling import queue_annotations, scheduling_fields
 
 MODEL_VOLUME = "model"
 SHM_VOLUME = "dshm"
@@ -99,6 +100,8 @@ def spec_hash(spec: AscendInferenceServiceSpec, *, key_version: str | None = Non
     body: Any = build_pod_spec(spec)
     if spec.runtime.min_driver_version is not None:  # the versions that meet it are the cluster's, not the spec's
         body = {"spec": body, "minDriverVersion": spec.runtime.min_driver_version}
+    if spec.scheduling.volcano is not None:  # Volcano reads the queue when it makes the pod's PodGroup
+        body = {"spec": body, "volcanoQueue": spec.scheduling.volcano.queue}
     extra = spec.pod_metadata
     if extra.labels or extra.annotations:  # read at creation only (webhooks, sidecar injection): roll on change
         body = {"spec": body, "labels": extra.labels, "annotations": extra.annotations}
@@ -280,8 +283,7 @@ def build_pod_spec(
         pod_spec["imagePullSecrets"] = [{"name": ref.name} for ref in spec.image_pull_secrets]
     if spec.service_account_name is not None:
         pod_spec["serviceAccountName"] = spec.service_account_name
-    if spec.priority_class_name is not None:
-        pod_spec["priorityClassName"] = spec.priority_class_name
+    pod_spec.update(scheduling_fields(spec))  # schedulerName, priorityClassName (render/scheduling.py)
     if spec.scheduling.node_selector:
         pod_spec["nodeSelector"] = dict(spec.scheduling.node_selector)
     if spec.scheduling.tolerations:
@@ -314,6 +316,7 @@ def build_pod(
             "labels": {**spec.pod_metadata.labels, **common_labels(owner), LABEL_REPLICA: str(replica)},
             "annotations": {
                 **spec.pod_metadata.annotations,
+                **queue_annotations(spec),
                 ANNOTATION_SPEC_HASH: spec_hash(spec, key_version=key_version),
             },
             **owner_metadata(owner),

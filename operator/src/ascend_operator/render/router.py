@@ -74,6 +74,10 @@ class RouterTarget:
     path (`--vllm-pd-disaggregation`), the slots above being the decode engines'."""
     pool_policies: tuple[RouterPolicy | None, RouterPolicy | None] = (None, None)
     """The prefill and decode pools' own policies (`--prefill-policy`, `--decode-policy`); None: `--policy`."""
+    pod_scheduling: Mapping[str, str] = field(default_factory=dict)
+    """The router pod's `schedulerName` and `priorityClassName`, the engines' (render/scheduling.py)."""
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """The router pod's annotations: the engines' Volcano queue (render/scheduling.py)."""
 
 
 def router_name(owner: Owner) -> str:
@@ -238,6 +242,10 @@ def build_router_container(spec: RouterSpec, target: RouterTarget) -> dict[str, 
     return container
 
 
+def _pod_annotations(target: RouterTarget) -> dict[str, Any]:
+    return {"annotations": dict(target.pod_annotations)} if target.pod_annotations else {}
+
+
 def build_router_deployment(spec: RouterSpec, target: RouterTarget) -> dict[str, Any]:
     """The router's Deployment: a new pod is Ready (it has an engine) before an old one goes."""
     return {
@@ -249,8 +257,9 @@ def build_router_deployment(spec: RouterSpec, target: RouterTarget) -> dict[str,
             "selector": {"matchLabels": router_selector(target.owner)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {
-                "metadata": {"labels": router_labels(target)},
+                "metadata": {"labels": router_labels(target), **_pod_annotations(target)},
                 "spec": {
+                    **target.pod_scheduling,
                     "serviceAccountName": router_name(target.owner),
                     # kube-rs Client::try_default reads the in-cluster token (service_discovery.rs:244).
                     "automountServiceAccountToken": True,

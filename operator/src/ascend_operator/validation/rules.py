@@ -21,6 +21,7 @@ from ascend_operator.validation.autoscaling_rules import AUTOSCALING_PD_RULES
 from ascend_operator.validation.pd_rules import PD_RULES
 from ascend_operator.validation.prefill_rules import PREFILL_RULES
 from ascend_operator.validation.rule import Rule, Spec
+from ascend_operator.validation.scheduling_rules import SCHEDULING_RULES
 from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
 
 #: Additional-config keys no code of vllm-ascend v0.25.1rc1 reads: an engine ignores them silently, so the
@@ -356,4 +357,5 @@ RULES: tuple[Rule, ...] = (
     ),
     *AUTOSCALING_PD_RULES,
     *PD_RULES,
+    *SCHEDULING_RULES,
 )
