@@ -302,6 +302,9 @@ class Scheduler:
             seconds += cal.decode_step_s(batch=len(plan.decode), tp=self.tp, num_speculative_tokens=self.k)
         for _, start, end in plan.prefill:
             seconds += cal.prefill_chunk_s(start=start, end=end, tp=self.tp)
+        if plan.prefill and not plan.decode:  # a step of prefill chunks only still runs one whole forward
+            tokens = sum(end - start for _, start, end in plan.prefill)
+            seconds += cal.prefill_step_overhead_s(tokens=tokens, tp=self.tp)
         # A forward pass is never cheaper than a one-sequence decode step (fully cached prompts).
         return max(seconds, cal.decode_tpot_s(batch=1, tp=self.tp))
 
