@@ -236,9 +236,12 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
             )
         elif args.scenario == "mixed-ab":
             longs: dict[str, Target] = {}
-            for t, url in zip(targets, (args.long_url_a, args.long_url_b), strict=True):
-                if url:
-                    ep = Endpoint(session, url, f"{t.endpoint.label}-long", timeout_s=args.timeout)
+            sides = ((args.long_url_a, args.metrics_a), (args.long_url_b, args.metrics_b))
+            for t, (url, metrics) in zip(targets, sides, strict=True):
+                if url:  # behind a router, the engines named by --metrics count the long request too
+                    ep = Endpoint(
+                        session, url, f"{t.endpoint.label}-long", timeout_s=args.timeout, metrics_urls=metrics
+                    )
                     longs[t.endpoint.label] = await open_target(ep, args.model)
             doc["points"], doc["mixed_ab"] = await scenarios.mixed_ab(
                 targets[0],
