@@ -7,7 +7,7 @@ preemption) for examples/dsv4-flash.yaml as the operator renders it, before and 
 settings, and for layouts of more than one engine. Every engine here is `aissim serve` with the example's
 rendered args (render/args.py, as a pod gets them), with `spec.engine` fields overridden per layout:
 
-- `agg[:field=value,...]`: one engine (the example, aggregated);
+- `agg[:field=value,...]`: one engine (the example, aggregated; `field=unset` removes the example's field);
 - `split[:...]`: two engines from the same spec, the long request sent to one and the short ones to the other
   (length-aware routing by the client or a gateway: two services, no router choice involved);
 - `pd[:...]`: one prefill and one decode engine behind the real vllm-router 0.1.17 in P/D mode, the
@@ -49,7 +49,7 @@ def _value(text: str) -> Any:
             return kind(text)
         except ValueError:
             pass
-    return {"true": True, "false": False}.get(text, text)
+    return {"true": True, "false": False, "unset": None}.get(text, text)
 
 
 def layout(text: str) -> tuple[str, dict[str, Any]]:
@@ -63,7 +63,10 @@ def layout(text: str) -> tuple[str, dict[str, Any]]:
 def engine_argv(fields: dict[str, Any], *, scale: float, acceptance: str, extra: list[str]) -> list[str]:
     """`aissim serve` with the example's rendered args and these spec.engine fields."""
     body = yaml.safe_load(EXAMPLE.read_text())
-    body["spec"]["engine"].update(fields)
+    engine = body["spec"]["engine"]
+    engine.update(fields)
+    for key in [k for k, v in fields.items() if v is None]:  # `field=unset`: as if the example had none
+        del engine[key]
     args = build_engine_args(parse_resource(body).spec)
     return [
         sys.executable, "-m", "aissim", *args, "--sim-time-scale", str(scale),

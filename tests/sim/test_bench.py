@@ -199,6 +199,10 @@ def test_mixed_reports_the_long_request_beside_short_ones(spawn: Spawn, tmp_path
     assert mixed["short_ttft_p99_s"] >= mixed["short_ttft_p50_s"] > 0
     assert mixed["kv_peak"] > 0
     assert result["points"][0]["requests"] == 1 + 7 * 2
+    # The short workers start once the long request's stream is open: it reached the engine first (the seed's
+    # question is short prompts arriving during its prefill), on the engine's clock.
+    timeline = mixed["timeline"]
+    assert timeline["long"]["sent_s"] <= min(sent for sent, _ in timeline["shorts"])
 
 
 def test_mixed_baseline_judges_the_seed_criteria_with_the_long_request_on_its_own_engine(

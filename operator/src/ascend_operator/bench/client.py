@@ -102,10 +102,38 @@ class Endpoint:
         }
 
     async def complete(
-        self, *, model: str, text: str, max_tokens: int, index: int, kind: str, requested: int, trace: bool = False
+        self,
+        *,
+        model: str,
+        text: str,
+        max_tokens: int,
+        index: int,
+        kind: str,
+        requested: int,
+        trace: bool = False,
+        opened: asyncio.Event | None = None,
     ) -> RequestRecord:
         """One streamed completion; with `trace`, every content chunk's arrival time is kept (the mixed
-        workload's long request, whose progress the timeline plot draws)."""
+        workload's long request, whose progress the timeline plot draws); `opened` is set when the response
+        headers arrive (or the request fails)."""
+        try:
+            return await self._complete(model, text, max_tokens, index, kind, requested, trace, opened)
+        finally:
+            if opened is not None:
+                opened.set()
+
+    async def _complete(
+        self,
+        model: str,
+        text: str,
+        max_tokens: int,
+        index: int,
+        kind: str,
+        requested: int,
+        trace: bool,
+        opened: asyncio.Event | None,
+    ) -> RequestRecord:
+        """complete() without the guarantee that `opened` is set."""
         body = {
             "model": model,
             "prompt": text,
@@ -128,6 +156,8 @@ class Endpoint:
         response_id: str | None = None
         try:
             async with self.session.post(self.base + "/v1/completions", json=body, timeout=self.timeout) as resp:
+                if opened is not None:
+                    opened.set()  # the stream's headers: the engine has the request (aissim: queued)
                 if resp.status != 200:
                     detail = (await resp.text())[:300]
                     return record(ok=False, error=f"HTTP {resp.status}: {detail}")

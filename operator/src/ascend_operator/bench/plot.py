@@ -115,7 +115,7 @@ def write_timeline(doc: Mapping[str, Any], path: Path) -> bool:
         decode = s.get("long_decode_tok_s")
         ax.set_title(
             f"{title}: short TTFT p99 {s.get('short_ttft_p99_s')} s, long decode {decode} tok/s, "
-            f"long done at {s.get('long_latency_s')} s",
+            f"long request {s.get('long_latency_s')} s from send to last token",
             fontsize=9,
         )
         handles = ax.get_legend_handles_labels()

@@ -103,6 +103,12 @@ async def calibrate(target: Target, *, seed: int, tokens: int) -> None:
 #: point is still sampled densely (its peak would otherwise fall between two samples); a long one about once a
 #: second.
 POLL_SECONDS = 1.0
+#: The mixed workload asks what happens to short requests that arrive while the long one prefills, so the
+#: short workers start once the long request's stream has opened (the engine holds it), at most this many
+#: wall seconds after it went out: a 300K prompt is ~1.2 MB to send and tokenize, and sent together the short
+#: ones reached the engine first in most rounds (the long one 1.5-7 engine seconds later), which left the
+#: question unasked. Behind a P/D router the stream opens only after the prefill: then the bound applies.
+LONG_FIRST_WAIT_S = 1.0
 FIRST_POLL_SECONDS = 0.2
 
 
@@ -131,6 +137,8 @@ async def run_point(
     records: list[RequestRecord | None] = [None] * len(plans)
     bar = progress(f"{ep.label} {label}", len(plans)) if progress else None
     peaks = {"kv": 0.0, "running": 0.0}
+    kinds = {p.kind for p in plans}
+    gate = asyncio.Event() if "long" in kinds and len(kinds) > 1 else None
 
     async def worker() -> None:
         while True:
@@ -139,6 +147,9 @@ async def run_point(
             except asyncio.QueueEmpty:
                 return
             plan = plans[i]
+            if gate is not None and plan.kind != "long" and not gate.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gate.wait(), LONG_FIRST_WAIT_S)
             records[i] = await routes.get(plan.kind, ep).complete(
                 model=target.model,
                 text=texts[i],
@@ -147,6 +158,7 @@ async def run_point(
                 kind=plan.kind,
                 requested=plan.prompt_tokens,
                 trace=plan.kind == "long",
+                opened=gate if plan.kind == "long" else None,
             )
             if bar:
                 bar.update(1)
