@@ -37,11 +37,12 @@ Address = tuple[str, int]
 
 def serve_args(**engine_fields: Any) -> list[str]:
     """The production example as the operator renders it (`serve MODEL ...`), without DSpark (the CPU
-    engine has no draft head), with 4 sequences and 256-token batches (a long prompt prefills in chunks),
-    and any further spec.engine fields given."""
+    engine has no draft head) and without its long-prefill threshold, with 4 sequences and 256-token batches
+    (a long prompt prefills in chunks), and any further spec.engine fields given."""
     body = yaml.safe_load(EXAMPLE.read_text())
     engine = body["spec"]["engine"]
     engine.pop("speculative")
+    engine.pop("longPrefillTokenThreshold", None)  # the threshold test sets it on its own pair only
     engine["maxNumSeqs"] = 4
     engine["maxNumBatchedTokens"] = 256
     engine.update(engine_fields)

@@ -199,3 +199,38 @@ def test_mixed_reports_the_long_request_beside_short_ones(spawn: Spawn, tmp_path
     assert mixed["short_ttft_p99_s"] >= mixed["short_ttft_p50_s"] > 0
     assert mixed["kv_peak"] > 0
     assert result["points"][0]["requests"] == 1 + 7 * 2
+    # The short workers start once the long request's stream is open: it reached the engine first (the seed's
+    # question is short prompts arriving during its prefill), on the engine's clock.
+    timeline = mixed["timeline"]
+    assert timeline["long"]["sent_s"] <= min(sent for sent, _ in timeline["shorts"])
+
+
+def test_mixed_baseline_judges_the_seed_criteria_with_the_long_request_on_its_own_engine(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    """--baseline measures the references (the long request alone, the short workers alone) in the same
+    session; --long-url sends the long request to another engine, whose counters the rules then include."""
+    shorts, long_engine = spawn(sim_args(20.0), sim_args(20.0))
+    code, result = bench(
+        tmp_path, "mixed", "mixed", "--url", shorts.base, "--long-url", long_engine.base, "--baseline",
+        "--long-context", "32k", "--long-output", "128", "--short", "3", "--short-rounds", "1",
+        "--short-input", "1024", "--short-output", "64",
+    )  # fmt: skip
+    assert (code, result["verdict"]) == (0, "PASS")  # engine_finished counted the long request on its engine
+    assert [p["label"] for p in result["points"]] == ["long alone", "shorts alone", "1x32K+3"]
+    summary = result["mixed"]["engine"]
+    criteria = summary["criteria"]
+    assert criteria["long_alone_latency_s"] > 0
+    assert criteria["short_ttft_idle_p99_s"] > 0
+    # Alone on its engine, the long request's completion is its time alone: the figures are the engine's own
+    # (GET /sim/requests), not the client's reading of its stream, which this shared host delays.
+    assert all(p["label"] != "1x32K+3" or p["ok"] for p in result["points"])
+    assert 0.97 < criteria["long_completion_vs_alone"] < 1.03
+    assert criteria["no_preemption_ok"] is True
+    assert summary["long_decode_tok_s"] > 60  # DSpark7, synthetic acceptance, alone: ~70 tok/s
+    assert criteria["all_met"] is True
+    timeline = summary["timeline"]
+    assert len(timeline["shorts"]) == 3
+    assert timeline["long"]["first_token_s"] > timeline["long"]["sent_s"]
+    assert timeline["long"]["progress"][-1][1] == 1.0
+    assert (tmp_path / "mixed" / "timeline.png").stat().st_size > 10_000

@@ -101,3 +101,28 @@ def test_concurrent_partial_prefills_do_not_start(flag: str) -> None:
         parse_serve_args(["/m", flag, "2"], env={})
     assert main(["serve", "/m", flag, "2"]) == 1
     assert parse_serve_args(["/m", flag, "1"], env={}).max_num_seqs == 256
+
+
+def _lone_prefill_seconds(threshold: int, tokens: int) -> float:
+    sched = _sched(threshold)
+    sched.add(_req("long", tokens))
+    total = 0.0
+    while not sched.running or not sched.running[0].prefill_done:
+        plan = sched.plan(now=total)
+        total += sched.step_seconds(plan)
+        sched.complete(plan, end=total)
+    return total
+
+
+def test_a_capped_lone_prefill_pays_a_whole_forward_per_step() -> None:
+    """The clean-prefill table was measured in 8192-token steps, each with its fixed forward cost spread over its
+    tokens; capped at 512 tokens a 300K prompt takes 586 steps, each still one forward, so it costs more than
+    the table, not the same (the seed's 8K-step figures stay exact without the threshold)."""
+    from aissim import calibration as cal
+
+    table = cal.prefill_cumulative_s(context=300_000, tp=8)
+    assert _lone_prefill_seconds(0, 64 * 1024) == pytest.approx(10.17)  # docs/FACTS.md 64K TP8, 8 full steps
+    capped = _lone_prefill_seconds(512, 300_000)
+    steps = -(-300_000 // 512)
+    assert capped == pytest.approx(table + steps * cal.forward_fixed_s(tp=8) * (1 - 512 / 8192), rel=1e-5)
+    assert capped / table > 1.3  # ~40 ms x 586 steps on a ~70 s prefill

@@ -238,6 +238,27 @@ def step_width_factor(width: int) -> float:
     return (a + b * width) / (a + b * 8)
 
 
+#: The seed's clean-prefill figures were measured in steps of this many tokens (the production MBT).
+REFERENCE_PREFILL_STEP_TOKENS = 8192
+
+
+def forward_fixed_s(*, tp: int) -> float:
+    """The part of one forward pass that no token count removes: a one-sequence DSpark7 step (14.2 ms x 4.158
+    = 59.0 ms on TP8) at verification width 0 on the fitted line, a / (a + 8 b) = 0.676 of it, ~39.9 ms (the
+    same assumption decode_step_s makes: the C64 fit's ratio holds at batch 1)."""
+    return decode_tpot_s(batch=1, tp=tp) * SYNTHETIC_ACCEPTANCE_LENGTH[7] * step_width_factor(0)
+
+
+def prefill_step_overhead_s(*, tokens: int, tp: int) -> float:
+    """What a prefill-only step of fewer than REFERENCE_PREFILL_STEP_TOKENS tokens costs beyond its tokens'
+    share of the clean-prefill table. The table spreads each 8192-token step's fixed forward cost over its
+    tokens (8K = one step, 1.62 s); a smaller step (a long prompt capped by `--long-prefill-token-threshold`,
+    a lone short prompt) still runs one whole forward, so it pays the fixed part its tokens do not carry.
+    Without this, 600 steps of 512 tokens cost what 38 steps of 8192 do: kinder than the engine."""
+    share = max(0.0, 1.0 - tokens / REFERENCE_PREFILL_STEP_TOKENS)
+    return forward_fixed_s(tp=tp) * share
+
+
 def decode_step_s(*, batch: int, tp: int, num_speculative_tokens: int) -> float:
     """Engine seconds of one decode step for `batch` running sequences.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ from aissim.scheduler import Scheduler, SimRequest
 from aissim.specdecode import AcceptanceStream
 from aissim.tokens import PromptTokens, natural_length
 
+#: Requests whose engine times GET /sim/requests keeps (a bench point's worth, many times over).
+RECENT_REQUESTS = 4096
 MAX_LAG_WALL_S = 0.02  # behind schedule by more than this (wall seconds): slow the clock, never jump
 #: Engine seconds from the busy loop reading a request to the next schedule() (the least queue time vLLM
 #: reports): 3.7e-05 s on vLLM 0.25.1 (CPU) for the request the fidelity tier sends into a hang.
@@ -325,6 +328,8 @@ class SimEngine:
         ]
         self.rates = cal.acceptance_rates(profile=cfg.sim.acceptance_profile, k=cfg.num_speculative_tokens)
         self._ids = itertools.count()
+        #: The latest requests by response id (the `id` of their response), for GET /sim/requests.
+        self.recent: OrderedDict[str, SimRequest] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
         self.kv: KVTransfer | None = None
         if cfg.kv_transfer_config and cfg.kv_transfer_config.get("kv_role"):
@@ -356,6 +361,7 @@ class SimEngine:
         ignore_eos: bool,
         n: int = 1,
         kv_transfer_params: dict[str, Any] | None = None,
+        response_id: str | None = None,
     ) -> tuple[EngineCore, Delivery]:
         """Route to the least-loaded engine (vLLM's DP coordinator balances on queue lengths)."""
         core = min(self.cores, key=lambda c: (c.sched.load, c.index))
@@ -376,7 +382,28 @@ class SimEngine:
         )
         if self.kv is not None:
             self.kv.classify(req, kv_transfer_params)
+        if response_id is not None:
+            self.recent[response_id] = req
+            while len(self.recent) > RECENT_REQUESTS:
+                self.recent.popitem(last=False)
         return core, core.submit(req)
+
+    def request_times(self, response_id: str) -> dict[str, object] | None:
+        """One recent request on the engine clock: when it arrived, its first and last token, its output by
+        step, and whether its prompt's KV came from another engine (a P/D decode request: its arrival here is
+        after its prefill elsewhere, so its TTFT is not the client's)."""
+        req = self.recent.get(response_id)
+        if req is None:
+            return None
+        return {
+            "arrival_s": req.arrival,
+            "first_token_s": req.first_token_at,
+            "last_token_s": req.last_token_at,
+            "finished": req.finished,
+            "output_tokens": req.output_tokens,
+            "remote_prefill": req.external_tokens > 0 or req.remote is not None,
+            "emits": [[round(t, 6), n] for t, n in req.emits],
+        }
 
     def state(self) -> dict[str, object]:
         return {

@@ -68,6 +68,9 @@ class SimRequest:
     """Prompt tokens whose KV came from another engine (prompt_tokens_by_source `external_kv_transfer`)."""
     kv_params: dict[str, object] | None = None
     """The kv_transfer_params the response carries (a prefill that kept its KV)."""
+    emits: list[tuple[float, int]] = field(default_factory=list)
+    """(engine time, output tokens so far) at each step that gave it tokens: GET /sim/requests (the bench's
+    engine-clock view of one request; vLLM keeps the same times per request, RequestStateStats)."""
 
     def __post_init__(self) -> None:
         if self.prefill_len == 0:
@@ -299,6 +302,9 @@ class Scheduler:
             seconds += cal.decode_step_s(batch=len(plan.decode), tp=self.tp, num_speculative_tokens=self.k)
         for _, start, end in plan.prefill:
             seconds += cal.prefill_chunk_s(start=start, end=end, tp=self.tp)
+        if plan.prefill and not plan.decode:  # a step of prefill chunks only still runs one whole forward
+            tokens = sum(end - start for _, start, end in plan.prefill)
+            seconds += cal.prefill_step_overhead_s(tokens=tokens, tp=self.tp)
         # A forward pass is never cheaper than a one-sequence decode step (fully cached prompts).
         return max(seconds, cal.decode_tpot_s(batch=1, tp=self.tp))
 
@@ -345,6 +351,7 @@ class Scheduler:
         req.output_tokens += new
         req.num_computed += new
         req.last_token_at = end
+        req.emits.append((end, req.output_tokens))
         it.num_generation_tokens += new
         if req.output_tokens >= req.target_tokens:
             req.finish_reason = req.stop_reason

@@ -18,6 +18,8 @@ aborts its request, as in vLLM. The /sim routes are simulator-only:
 - With `--kv-transfer-config` the engine is a prefill or decode engine: requests carry `kv_transfer_params`
   and responses answer with them, as vllm-ascend's Mooncake connector does (aissim/kvtransfer.py); a request
   whose KV could not be pulled gets vLLM's 500 "Internal server error".
+- GET /sim/requests?id=<response id>...: those recent requests' times on the engine clock (arrival, first
+  and last token, output by step), so a bench on a loaded host reads exact latencies, not its own lag.
 - GET /sim/state: engine clock, per-engine running / waiting / KV / step count, faults, and the effective
   config (known flags, flags dropped).
 """
@@ -132,6 +134,7 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
             max_tokens=gen.max_tokens,
             ignore_eos=gen.ignore_eos,
             kv_transfer_params=gen.kv_transfer_params,
+            response_id=gen.request_id,
         )
         req = delivery.req
         seed = gen.prompt.seed
@@ -240,6 +243,10 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
         engine.wake_all()
         return _json({"cleared": cleared, "faults": engine.faults.describe()})
 
+    async def requests_get(request: web.Request) -> web.Response:
+        ids = request.query.getall("id", [])
+        return _json({"requests": {i: engine.request_times(i) for i in ids}})
+
     async def state(_: web.Request) -> web.Response:
         return _json(
             {
@@ -269,4 +276,5 @@ def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Applicati
     app.router.add_post("/sim/faults", faults_post)
     app.router.add_delete("/sim/faults", faults_delete)
     app.router.add_get("/sim/state", state)
+    app.router.add_get("/sim/requests", requests_get)
     return app

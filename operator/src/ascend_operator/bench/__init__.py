@@ -24,7 +24,11 @@ Result JSON (`result.json`, schema `bench.ascend.dev/v1`):
   {`ttft_mean_s`, `ttft_p99_s`, `tpot_mean_s`, `latency_mean_s`}, `lengths` {requested and measured
   prompt / completion tokens}, `wall_s`, `engine_s`, `checks[]` {`name`, `ok`, `detail`}, `ok`.
 - `mixed` (mixed only): the long request's progress, max gap, decode tok/s against the 50 tok/s target,
-  the short requests' TTFT p50 / p99 / max, KV peak, preemptions.
+  the short requests' TTFT p50 / p99 / max, KV peak, preemptions; `criteria` (bench/acceptance.py: the
+  seed's criteria against the `--baseline` points "long alone" and "shorts alone", met or not, None without
+  a baseline) and `timeline` (engine seconds: each short request's send and TTFT, the long request's send,
+  first token and progress). Against aissim every request's times are its engine's (GET /sim/requests).
+- `mixed_ab` (mixed-ab only): per side the median of each figure over its rounds, `b_vs_a_pct`, `rounds[]`.
 - `ab` (ab only): per side mean and spread (stdev %) of output tok/s, TTFT, TPOT; `b_vs_a_pct`.
 - `checks[]` (scenario level, including `result_complete`), `failed[]` (every failed check), and
   `verdict`: PASS only when nothing failed; `aisctl bench` exits 1 otherwise.

@@ -102,8 +102,38 @@ class Endpoint:
         }
 
     async def complete(
-        self, *, model: str, text: str, max_tokens: int, index: int, kind: str, requested: int
+        self,
+        *,
+        model: str,
+        text: str,
+        max_tokens: int,
+        index: int,
+        kind: str,
+        requested: int,
+        trace: bool = False,
+        opened: asyncio.Event | None = None,
     ) -> RequestRecord:
+        """One streamed completion; with `trace`, every content chunk's arrival time is kept (the mixed
+        workload's long request, whose progress the timeline plot draws); `opened` is set when the response
+        headers arrive (or the request fails)."""
+        try:
+            return await self._complete(model, text, max_tokens, index, kind, requested, trace, opened)
+        finally:
+            if opened is not None:
+                opened.set()
+
+    async def _complete(
+        self,
+        model: str,
+        text: str,
+        max_tokens: int,
+        index: int,
+        kind: str,
+        requested: int,
+        trace: bool,
+        opened: asyncio.Event | None,
+    ) -> RequestRecord:
+        """complete() without the guarantee that `opened` is set."""
         body = {
             "model": model,
             "prompt": text,
@@ -117,12 +147,17 @@ class Endpoint:
             RequestRecord, index=index, kind=kind, prompt_tokens_requested=requested, max_tokens=max_tokens
         )
         t0 = time.monotonic()
+        record = functools.partial(record, sent_at=t0)
+        chunks: list[float] = []
         first: float | None = None
         last: float | None = None
         gap = 0.0
         usage: dict[str, Any] | None = None
+        response_id: str | None = None
         try:
             async with self.session.post(self.base + "/v1/completions", json=body, timeout=self.timeout) as resp:
+                if opened is not None:
+                    opened.set()  # the stream's headers: the engine has the request (aissim: queued)
                 if resp.status != 200:
                     detail = (await resp.text())[:300]
                     return record(ok=False, error=f"HTTP {resp.status}: {detail}")
@@ -134,10 +169,13 @@ class Endpoint:
                     if payload == "[DONE]":
                         break
                     chunk = json.loads(payload)
+                    response_id = response_id or chunk.get("id")
                     if chunk.get("usage"):
                         usage = chunk["usage"]
                     if any(c.get("text") for c in chunk.get("choices") or []):
                         now = time.monotonic()
+                        if trace:
+                            chunks.append(now)
                         if first is None:
                             first = now
                         elif last is not None:
@@ -164,4 +202,23 @@ class Endpoint:
             latency_s=end - t0,
             decode_s=None if first is None or last is None else last - first,
             max_gap_s=gap,
+            chunk_times=tuple(chunks),
+            response_id=response_id,
         )
+
+    async def request_times(self, base: str, ids: Sequence[str]) -> dict[str, Any]:
+        """aissim only: these requests' times on the engine clock (GET /sim/requests), {} elsewhere."""
+        out: dict[str, Any] = {}
+        for start in range(0, len(ids), 50):
+            query = [("id", i) for i in ids[start : start + 50]]
+            try:
+                async with self.session.get(
+                    base + "/sim/requests", params=query, timeout=aiohttp.ClientTimeout(total=30)
+                ) as resp:
+                    if resp.status != 200:
+                        return {}
+                    data = await resp.json()
+            except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError):
+                return {}
+            out.update({k: v for k, v in (data.get("requests") or {}).items() if v})
+        return out

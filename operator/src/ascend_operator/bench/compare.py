@@ -23,6 +23,14 @@ FIGURES = (
     ("long_latency_s", "long request completion", "s", True),
     ("long_ttft_s", "long request TTFT", "s", True),
     ("output_tok_s", "output tok/s", "", False),
+    # With --baseline (bench/acceptance.py): the references and the seed's criteria.
+    ("short_ttft_idle_p99_s", "short TTFT p99, shorts alone", "s", True),
+    ("short_ttft_p99_vs_idle", "short TTFT p99 / alone (<= 3)", "x", True),
+    ("long_alone_latency_s", "long request alone", "s", True),
+    ("long_completion_vs_alone", "long completion / alone (<= 1.15)", "x", True),
+    ("long_decode_tok_s", "long decode tok/s (>= 50)", "", False),
+    ("kv_peak", "KV peak", "%", True),
+    ("preemptions", "preemptions", "", True),
 )
 
 
@@ -35,10 +43,11 @@ def mixed_ab_summary(summaries: Sequence[Mapping[str, Any]], a: str, b: str, *, 
     """Per side the median of each figure over its rounds; B against A in percent (positive = B larger)."""
     sides: dict[str, dict[str, Any]] = {}
     for label in (a, b):
-        mine = [s for s in summaries if s["endpoint"] == label]
+        mine = [{**s, **(s.get("criteria") or {})} for s in summaries if s["endpoint"] == label]
         sides[label] = {key: _median([s.get(key) for s in mine]) for key, *_ in FIGURES}
         sides[label]["rounds"] = len(mine)
         sides[label]["long_ok"] = all(s.get("long_ok") for s in mine)
+        sides[label]["criteria_met_rounds"] = sum(1 for s in mine if s.get("all_met"))
     diff: dict[str, float | None] = {}
     for key, *_ in FIGURES:
         va, vb = sides[a][key], sides[b][key]
@@ -49,6 +58,10 @@ def mixed_ab_summary(summaries: Sequence[Mapping[str, Any]], a: str, b: str, *, 
 def _cell(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "%":
+        return f"{value * 100:.1f}%"
     return f"{value:.1f}" if not unit else f"{value:.2f} {unit}"
 
 
@@ -65,11 +78,16 @@ def table(summary: Mapping[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for key, label, unit, _ in FIGURES:
+        if summary["sides"][a].get(key) is None and summary["sides"][b].get(key) is None:
+            continue  # a baseline figure of a run without --baseline
         pct = summary["b_vs_a_pct"][key]
         lines.append(
             f"| {label} | {_cell(summary['sides'][a][key], unit)} | {_cell(summary['sides'][b][key], unit)} | "
             f"{'-' if pct is None else f'{pct:+.1f}%'} |"
         )
+    if any(s.get("criteria") for s in summary.get("rounds", [])):
+        met = ", ".join(f"{side} {summary['sides'][side]['criteria_met_rounds']}/{rounds}" for side in (a, b))
+        lines += ["", f"Rounds meeting all of the seed's criteria: {met}."]
     return "\n".join(lines) + "\n"
 
 

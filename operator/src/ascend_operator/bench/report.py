@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ascend_operator.bench import acceptance
 from ascend_operator.bench.compare import table
 
 SCHEMA = "bench.ascend.dev/v1"
@@ -108,6 +109,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines = [*rows, "", f"**{doc.get('verdict', '?')}** ({doc.get('scenario')}, seed {doc.get('seed')})"]
     if doc.get("mixed_ab"):
         lines += ["", table(doc["mixed_ab"])]
+    for label, summary in (doc.get("mixed") or {}).items():
+        lines += ["", *acceptance.lines(label, summary)]
     for check in doc.get("checks", []):
         lines.append(f"- {'ok' if check['ok'] else 'FAIL'} {check['name']}: {check['detail']}")
     return "\n".join(lines) + "\n"

@@ -54,6 +54,10 @@ class RequestRecord:
     decode_s: float | None = None  # first content chunk -> last content chunk
     max_gap_s: float = 0.0  # longest silence between content chunks
     aborted: bool = False  # the client gave up (its timeout) and closed the stream: vLLM aborts it uncounted
+    sent_at: float | None = None  # monotonic clock when the request went out (the mixed timeline's x)
+    chunk_times: tuple[float, ...] = ()  # monotonic arrival of each content chunk, when traced (the long request)
+    response_id: str | None = None  # the response's `id`
+    engine_clock: bool = False  # the times were replaced by the engine's own (aissim's GET /sim/requests)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Batch:
     busy_s: Mapping[str, float] | None = None  # aissim: per-engine busy engine seconds during the point
     kv_peak: float | None = None
     running_peak: float | None = None
+    started_at: float = 0.0  # monotonic clock when the point's first request went out
 
 
 @dataclass(frozen=True)

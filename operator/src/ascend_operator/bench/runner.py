@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import itertools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,6 +103,12 @@ async def calibrate(target: Target, *, seed: int, tokens: int) -> None:
 #: point is still sampled densely (its peak would otherwise fall between two samples); a long one about once a
 #: second.
 POLL_SECONDS = 1.0
+#: The mixed workload asks what happens to short requests that arrive while the long one prefills, so the
+#: short workers start once the long request's stream has opened (the engine holds it), at most this many
+#: wall seconds after it went out: a 300K prompt is ~1.2 MB to send and tokenize, and sent together the short
+#: ones reached the engine first in most rounds (the long one 1.5-7 engine seconds later), which left the
+#: question unasked. Behind a P/D router the stream opens only after the prefill: then the bound applies.
+LONG_FIRST_WAIT_S = 1.0
 FIRST_POLL_SECONDS = 0.2
 
 
@@ -113,8 +121,13 @@ async def run_point(
     context: int | None,
     progress: ProgressFactory | None,
     poll_s: float = POLL_SECONDS,
+    routes: Mapping[str, Endpoint] | None = None,
 ) -> Batch:
+    """`routes` sends the plans of a kind to another endpoint (the mixed workload's long request to an engine
+    of its own); the target's endpoint must then scrape that engine's /metrics too (its metrics_urls)."""
     ep = target.endpoint
+    routes = routes or {}
+    engines = list(dict.fromkeys([*ep.metrics_urls, *(u for r in routes.values() for u in r.metrics_urls)]))
     before = await ep.snapshot()
     busy0 = await ep.busy_seconds() if target.clock.kind == "aissim" else None
     texts = [prompts.make_text(p.key, prompts.chars_for(p.prompt_tokens, target.chars_per_token)) for p in plans]
@@ -124,6 +137,8 @@ async def run_point(
     records: list[RequestRecord | None] = [None] * len(plans)
     bar = progress(f"{ep.label} {label}", len(plans)) if progress else None
     peaks = {"kv": 0.0, "running": 0.0}
+    kinds = {p.kind for p in plans}
+    gate = asyncio.Event() if "long" in kinds and len(kinds) > 1 else None
 
     async def worker() -> None:
         while True:
@@ -132,13 +147,18 @@ async def run_point(
             except asyncio.QueueEmpty:
                 return
             plan = plans[i]
-            records[i] = await ep.complete(
+            if gate is not None and plan.kind != "long" and not gate.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gate.wait(), LONG_FIRST_WAIT_S)
+            records[i] = await routes.get(plan.kind, ep).complete(
                 model=target.model,
                 text=texts[i],
                 max_tokens=plan.max_tokens,
                 index=i,
                 kind=plan.kind,
                 requested=plan.prompt_tokens,
+                trace=plan.kind == "long",
+                opened=gate if plan.kind == "long" else None,
             )
             if bar:
                 bar.update(1)
@@ -153,6 +173,7 @@ async def run_point(
             await asyncio.sleep(gap)
             gap = min(2 * gap, poll_s)
 
+    e0 = {u: await ep.sim_state(u) for u in engines} if target.clock.kind == "aissim" else {}
     t0 = time.monotonic()
     sampling = asyncio.create_task(sampler())
     try:
@@ -174,12 +195,15 @@ async def run_point(
             busy = {e: busy1[e] - busy0.get(e, 0.0) for e in busy1}
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         error = f"{type(exc).__name__}: {exc}"
+    done = [r for r in records if r is not None]
+    if e0:
+        done = await _on_engine_clock(ep, done, e0, t0=t0, scale=target.clock.scale)
     return Batch(
         endpoint=ep.label,
         label=label,
         concurrency=concurrency,
         context=context,
-        records=[r for r in records if r is not None],
+        records=done,
         before=before,
         after=after,
         wall_s=wall,
@@ -188,4 +212,42 @@ async def run_point(
         busy_s=busy,
         kv_peak=peaks["kv"],
         running_peak=peaks["running"],
+        started_at=t0,
+    )
+
+
+async def _on_engine_clock(
+    ep: Endpoint, records: list[RequestRecord], states: Mapping[str, Any], *, t0: float, scale: float
+) -> list[RequestRecord]:
+    """Against aissim, each request's times as its engine recorded them: a client on a loaded host reads a
+    stream late by its own scheduling delay, which the time scale multiplies into engine seconds."""
+    ids = [r.response_id for r in records if r.ok and r.response_id]
+    found: dict[str, tuple[float, dict[str, Any]]] = {}
+    for url, state in states.items():
+        if state is None or "engine_time_s" not in state:
+            continue
+        for rid, times in (await ep.request_times(url, ids)).items():
+            found[rid] = (float(state["engine_time_s"]), times)
+    return [rebase(r, *found[r.response_id], t0=t0, scale=scale) if r.response_id in found else r for r in records]
+
+
+def rebase(record: RequestRecord, e0: float, times: Mapping[str, Any], *, t0: float, scale: float) -> RequestRecord:
+    """A record with its times replaced by the engine's (in client-wall units, engine seconds / scale, as the
+    rest of the bench expects; engine time e0 was wall time t0). Kept as the client saw it when the engine's
+    arrival is not the client's (a P/D decode request: its prefill ran elsewhere) or it did not finish."""
+    first, last, emits = times.get("first_token_s"), times.get("last_token_s"), times.get("emits") or []
+    if times.get("remote_prefill") or not times.get("finished") or first is None or last is None:
+        return record
+    arrival = float(times["arrival_s"])
+    steps = [float(t) for t, _ in emits]
+    gap = max((b - a for a, b in itertools.pairwise(steps)), default=0.0)
+    return dataclasses.replace(
+        record,
+        sent_at=t0 + (arrival - e0) / scale,
+        ttft_s=(first - arrival) / scale,
+        latency_s=(last - arrival) / scale,
+        decode_s=(last - first) / scale,
+        max_gap_s=gap / scale,
+        chunk_times=tuple(t0 + (t - e0) / scale for t in steps) if record.chunk_times else (),
+        engine_clock=True,
     )

@@ -10,10 +10,11 @@ request of a run is fresh and a rerun with the same `--seed` is not (and is flag
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ascend_operator.bench import acceptance
 from ascend_operator.bench.compare import mixed_ab_summary
 from ascend_operator.bench.prompts import prompt_key
 from ascend_operator.bench.rules import Thresholds, summarize
@@ -75,17 +76,54 @@ class Mix:
 
 
 async def mixed(
-    target: Target, common: Common, mix: Mix, *, tag: str = "mixed"
+    target: Target,
+    common: Common,
+    mix: Mix,
+    *,
+    tag: str = "mixed",
+    long_target: Target | None = None,
+    baseline: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """1 x long beside `short` closed-loop short workers ("32 concurrent + 300K" = 1 x 300K + 31 short);
-    `tag` keeps each run's prompts its own (a repeated run must not hit the prefix cache)."""
+    `tag` keeps each run's prompts its own (a repeated run must not hit the prefix cache). `long_target`
+    sends the long request to an engine of its own (length-aware routing: the target's endpoint must scrape
+    both engines); `baseline` first runs the long request alone and the short workers alone, the references
+    of bench/acceptance.py's criteria."""
     await calibrate(target, seed=common.seed, tokens=mix.short_input)
     label = target.endpoint.label
-    plans = [Plan(prompt_key(common.seed, tag, label, "long"), mix.long_context, mix.long_output, kind="long")]
+    long_plan = Plan(prompt_key(common.seed, tag, label, "long"), mix.long_context, mix.long_output, kind="long")
+    plans = [long_plan]
     plans += [
         Plan(prompt_key(common.seed, tag, label, "short", i), mix.short_input, mix.short_output)
         for i in range(mix.short * mix.short_rounds)
     ]
+    points: list[dict[str, Any]] = []
+    alone: dict[str, Any] | None = None
+    idle: dict[str, Any] | None = None
+    if long_target is not None:
+        long_target.chars_per_token = target.chars_per_token  # one model, one tokenizer
+    if baseline:
+        lt = long_target or target
+        solo = Plan(prompt_key(common.seed, tag, label, "long-alone"), mix.long_context, mix.long_output, kind="long")
+        batch = await run_point(
+            lt, [solo], concurrency=1, label="long alone", context=mix.long_context, progress=common.progress
+        )
+        points.append(summarize(batch, common.thresholds))
+        alone = _mix_figures(batch.records, scale=batch.clock.scale, point=points[-1])
+        quiet = [
+            Plan(prompt_key(common.seed, tag, label, "short-alone", i), mix.short_input, mix.short_output)
+            for i in range(mix.short * mix.short_rounds)
+        ]
+        batch = await run_point(
+            target,
+            quiet,
+            concurrency=mix.short,
+            label="shorts alone",
+            context=mix.short_input,
+            progress=common.progress,
+        )
+        points.append(summarize(batch, common.thresholds))
+        idle = _mix_figures(batch.records, scale=batch.clock.scale, point=points[-1])
     batch = await run_point(
         target,
         plans,
@@ -93,9 +131,31 @@ async def mixed(
         label=f"1x{mix.long_context // 1024}K+{mix.short}",
         context=mix.long_context,
         progress=common.progress,
+        routes=None if long_target is None else {"long": long_target.endpoint},
     )
     point = summarize(batch, common.thresholds)
-    return [point], mixed_summary(batch.records, scale=batch.clock.scale, point=point)
+    points.append(point)
+    summary = mixed_summary(batch.records, scale=batch.clock.scale, point=point)
+    summary["criteria"] = acceptance.criteria(summary, idle=idle, alone=alone)
+    summary["timeline"] = acceptance.timeline(batch.records, t0=batch.started_at, scale=batch.clock.scale)
+    return points, summary
+
+
+def _mix_figures(records: Sequence[Any], *, scale: float, point: dict[str, Any]) -> dict[str, Any]:
+    """A baseline point's figures in mixed_summary's keys (the long request alone, or the shorts alone)."""
+    if any(r.kind == "long" for r in records):
+        return mixed_summary(records, scale=scale, point=point)
+    shorts = sorted(r.ttft_s * scale for r in records if r.ok and r.ttft_s is not None)
+    return {
+        "short_ttft_p50_s": round(shorts[len(shorts) // 2], 3) if shorts else None,
+        "short_ttft_p99_s": _p(shorts, 0.99),
+    }
+
+
+def _p(ordered: Sequence[float], q: float) -> float | None:
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 3)
 
 
 def mixed_summary(records: Sequence[Any], *, scale: float, point: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +182,7 @@ def mixed_summary(records: Sequence[Any], *, scale: float, point: dict[str, Any]
         "long_decode_target_tok_s": LONG_DECODE_TARGET_TOK_S,
         "long_decode_target_met": decode is not None and decode >= LONG_DECODE_TARGET_TOK_S,
         "short_ttft_p50_s": round(shorts[len(shorts) // 2], 3) if shorts else None,
-        "short_ttft_p99_s": round(shorts[min(len(shorts) - 1, round(0.99 * (len(shorts) - 1)))], 3) if shorts else None,
+        "short_ttft_p99_s": _p(shorts, 0.99),
         "short_ttft_max_s": round(shorts[-1], 3) if shorts else None,
         "output_tok_s": point["output_tok_s"],
         "kv_peak": point["engine"]["kv_peak"],
@@ -183,7 +243,14 @@ def ab_summary(points: Sequence[dict[str, Any]], a: str, b: str) -> dict[str, An
 
 
 async def mixed_ab(
-    a: Target, b: Target, common: Common, mix: Mix, *, rounds: int
+    a: Target,
+    b: Target,
+    common: Common,
+    mix: Mix,
+    *,
+    rounds: int,
+    long_targets: Mapping[str, Target] | None = None,
+    baseline: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The mixed workload on two endpoints in one session, rounds interleaved (A B, B A, ...) so drift hits
     both alike; each round's prompts are its own. The comparison is bench/compare.py's."""
@@ -191,7 +258,10 @@ async def mixed_ab(
     summaries: list[dict[str, Any]] = []
     for r in range(rounds):
         for target in (a, b) if r % 2 == 0 else (b, a):
-            got, summary = await mixed(target, common, mix, tag=f"mixed-ab-r{r}")
+            long_target = (long_targets or {}).get(target.endpoint.label)
+            got, summary = await mixed(
+                target, common, mix, tag=f"mixed-ab-r{r}", long_target=long_target, baseline=baseline
+            )
             points += got
             summaries.append({**summary, "endpoint": target.endpoint.label, "round": r})
     clock = a.clock.kind if a.clock.kind == b.clock.kind else f"{a.clock.kind}/{b.clock.kind}"

@@ -67,6 +67,11 @@ def _add_workload(p: argparse.ArgumentParser, *, long_context: int) -> None:
     p.add_argument("--short-rounds", type=int, default=2)
     p.add_argument("--short-input", type=_tokens, default=1024)
     p.add_argument("--short-output", type=_tokens, default=256)
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="first run the long request alone and the short workers alone: the references of the seed's criteria",
+    )
 
 
 def _urls(text: str) -> tuple[str, ...]:
@@ -87,12 +92,19 @@ def add_parser(sub: Any) -> None:
     prefill.add_argument("--rounds", type=int, default=1, help="fresh prompts per context length")
     mixed = kinds.add_parser("mixed", help="1 x long context beside N short requests (the acceptance workload)")
     _add_workload(mixed, long_context=300 * 1024)
+    mixed.add_argument(
+        "--long-url",
+        help="send the long request to this engine instead (length-aware routing); its /metrics are scraped too",
+    )
     mixed_ab = kinds.add_parser(
         "mixed-ab", help="the mixed workload on two endpoints in one session (e.g. aggregated vs prefill/decode)"
     )
     for side in ("a", "b"):
         mixed_ab.add_argument(f"--url-{side}", required=True, help=f"base URL of endpoint {side.upper()}")
         mixed_ab.add_argument(f"--label-{side}", default=side.upper())
+        mixed_ab.add_argument(
+            f"--long-url-{side}", help=f"endpoint {side.upper()}'s engine for the long request (length-aware routing)"
+        )
         mixed_ab.add_argument(
             f"--metrics-{side}",
             type=_urls,
@@ -164,13 +176,29 @@ async def _scenario(args: argparse.Namespace, t: Target, common: scenarios.Commo
             t, common, contexts=args.contexts, out=args.output_tokens, rounds=args.rounds
         )
     else:
-        points, summary = await scenarios.mixed(t, common, _workload(args))
+        long_target = None
+        if args.long_url:
+            long_target = await open_target(
+                Endpoint(t.endpoint.session, args.long_url, f"{t.endpoint.label}-long", timeout_s=args.timeout),
+                args.model,
+            )
+        points, summary = await scenarios.mixed(
+            t, common, _workload(args), long_target=long_target, baseline=args.baseline
+        )
         doc["points"] += points
         doc.setdefault("mixed", {})[t.endpoint.label] = summary
 
 
+def _with(metrics: tuple[str, ...], url: str, long_url: str | None) -> tuple[str, ...]:
+    """The engines whose counters an endpoint's requests move: without --metrics, the endpoint and the long
+    request's engine (with --metrics, those engines count both: e.g. a decode engine shared by two routers)."""
+    if not long_url or metrics:
+        return metrics
+    return (url, long_url)
+
+
 def _workload(args: argparse.Namespace) -> scenarios.Mix:
-    keys = ("long_context", "long_output", "short", "short_rounds", "short_input", "short_output")
+    keys = ("long_context", "long_output", "short", "short_rounds", "short_input", "short_output")  # not --baseline
     return scenarios.Mix(**{key: getattr(args, key) for key in keys})
 
 
@@ -178,7 +206,12 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
     if args.scenario == "ab":
         urls = [Url(args.label_a, args.url_a, ()), Url(args.label_b, args.url_b, ())]
     elif args.scenario == "mixed-ab":
-        urls = [Url(args.label_a, args.url_a, args.metrics_a), Url(args.label_b, args.url_b, args.metrics_b)]
+        urls = [
+            Url(args.label_a, args.url_a, _with(args.metrics_a, args.url_a, args.long_url_a)),
+            Url(args.label_b, args.url_b, _with(args.metrics_b, args.url_b, args.long_url_b)),
+        ]
+    elif args.scenario == "mixed" and args.url and args.long_url:
+        urls = [Url("engine", args.url, (args.url, args.long_url))]
     elif args.service:
         urls = await _resolve_service(args, doc)
     else:
@@ -202,8 +235,22 @@ async def _measure(args: argparse.Namespace, common: scenarios.Common, doc: dict
                 rounds=args.rounds,
             )
         elif args.scenario == "mixed-ab":
+            longs: dict[str, Target] = {}
+            sides = ((args.long_url_a, args.metrics_a), (args.long_url_b, args.metrics_b))
+            for t, (url, metrics) in zip(targets, sides, strict=True):
+                if url:  # behind a router, the engines named by --metrics count the long request too
+                    ep = Endpoint(
+                        session, url, f"{t.endpoint.label}-long", timeout_s=args.timeout, metrics_urls=metrics
+                    )
+                    longs[t.endpoint.label] = await open_target(ep, args.model)
             doc["points"], doc["mixed_ab"] = await scenarios.mixed_ab(
-                targets[0], targets[1], common, _workload(args), rounds=args.rounds
+                targets[0],
+                targets[1],
+                common,
+                _workload(args),
+                rounds=args.rounds,
+                long_targets=longs,
+                baseline=args.baseline,
             )
         else:
             for target in targets:  # each engine pod, then the Service
@@ -255,8 +302,12 @@ def write_outputs(doc: dict[str, Any], out: Path) -> list[Path]:
         except ImportError as exc:  # the optional `bench` extra is not installed
             print(f"warning: no plot ({exc}); install ascend-inference-operator[bench]", file=sys.stderr)
         else:
+            from ascend_operator.bench.plot import write_timeline
+
             write_plot(doc, out / "result.png")
             written.append(out / "result.png")
+            if write_timeline(doc, out / "timeline.png"):
+                written.append(out / "timeline.png")
             if doc.get("mixed_ab"):
                 from ascend_operator.bench.compare import write_plot as write_comparison
 
