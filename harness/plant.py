@@ -2,97 +2,39 @@
 perf/volcano_gang.py): the operator and `aissim attach` as subprocesses, a service from the example, an
 engine's /sim/faults, and the Ascend device plugin's report of a node.
 
-Why here: perf/ may not import tests/ (tests/unit/test_layers.py), and the e2e helpers these mirror live in
-tests/e2e/operator_fixtures.py and tests/e2e/test_npu_faults.py, which other work is changing. The forms are
-the same: the device plugin's ConfigMap kube-system/mindx-dl-deviceinfo-<node>, labelled
-mx-consumer-cim=true, its DeviceInfoCfg JSON with the CheckCode the plugin computes (health/chips.py
-`check_code` cites its Go), the plugin's `huawei.com/AscendReal` annotation of the chips it mounted, and the
-node's allocatable NPUs one down while a chip is Unhealthy.
+Why here: perf/ may not import tests/ (tests/unit/test_layers.py); the processes, the example and the fault
+entry come from harness/product.py, which the e2e fixtures use too. The forms are those of the e2e tests:
+the device plugin's ConfigMap kube-system/mindx-dl-deviceinfo-<node>, labelled mx-consumer-cim=true, its
+DeviceInfoCfg JSON with the CheckCode the plugin computes (contract/mindcluster.py `check_code` cites its
+Go), the plugin's `huawei.com/AscendReal` annotation of the chips it mounted, and the node's allocatable
+NPUs one down while a chip is Unhealthy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import ROOT, Cluster
+from harness.product import AISCTL as AISCTL
+from harness.product import AISSIM as AISSIM
+from harness.product import FAST as FAST
+from harness.product import Proc as Proc
+from harness.product import chip_fault as chip_fault
+from harness.product import example as example
+from harness.product import label_nodes as label_nodes
+from harness.product import liveness_port as liveness_port
+from harness.product import start as start
+from harness.product import start_operator as start_operator
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 CRD_NAME = "ascendinferenceservices.inference.ascend.dev"
-EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
-#: `python -m` targets: the operator's CLI (aisctl) and the simulator's (aissim).
-AISCTL, AISSIM = "ascend_operator.cli.main", "aissim"
-#: spec.health that judges in seconds (tests/e2e/operator_fixtures.py FAST).
-FAST: dict[str, Any] = {
-    "startupGraceSeconds": 600,
-    "scrapeIntervalSeconds": 1,
-    "canary": {"periodSeconds": 2, "timeoutSeconds": 5},
-    "stall": {"windowSeconds": 6},
-    "rolls": {"maxPerHour": 3, "cooldownSeconds": 0},
-}
 CHIPS = ",".join(f"Ascend910-{i}" for i in range(8))
-
-
-@dataclass
-class Proc:
-    """A product process this experiment started (stopped by its PID)."""
-
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-
-
-def start(args: list[str], *, log: Path, env: dict[str, str] | None = None, program: str = AISCTL) -> Proc:
-    out = log.open("ab")
-    popen = subprocess.Popen(
-        [sys.executable, "-m", program, *args], env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
-    )
-    return Proc(popen=popen, log=log)
-
-
-def liveness_port(port_base: int) -> int:
-    return port_base + os.getpid() % 1000
-
-
-def start_operator(cluster: Cluster, log: Path, *extra: str, port_base: int) -> Proc:
-    """`aisctl operator [extra...]`, resyncing every 5 s, its liveness on `liveness_port(port_base)`."""
-    url = f"http://127.0.0.1:{liveness_port(port_base)}/healthz"
-    args = ["operator", *extra, "--liveness", url, "--resync-seconds", "5"]
-    return start(args, log=log, env={"KUBECONFIG": str(cluster.kubeconfig)})
-
-
-def example(name: str, *, node_label: str, **spec: Any) -> dict[str, Any]:
-    """examples/dsv4-flash.yaml named `name`, on nodes labelled `ais-e2e=<node_label>`, `spec` keys replaced."""
-    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
-    body["metadata"]["name"] = name
-    body["spec"]["scheduling"]["nodeSelector"] = {"ais-e2e": node_label}
-    body["spec"].update(spec)
-    return body
-
-
-def label_nodes(cluster: Cluster, names: list[str], value: str) -> None:
-    for node in names:
-        cluster.kubectl("label", "node", node, f"ais-e2e={value}", "--overwrite")
 
 
 def sim(base: str, method: str, body: dict[str, Any] | None = None) -> None:
@@ -106,20 +48,6 @@ def sim(base: str, method: str, body: dict[str, Any] | None = None) -> None:
             resp.raise_for_status()
 
     asyncio.run(go())
-
-
-def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[str, Any]:
-    """One entry of the plugin's `huawei.com/Ascend910-Fault` list."""
-    at = int((time.time() - age) * 1000)
-    return {
-        "fault_type": "CardUnhealthy",
-        "npu_name": chip,
-        "large_model_fault_level": level,
-        "fault_level": level,
-        "fault_handling": level,
-        "fault_code": codes,
-        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
-    }
 
 
 def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]]) -> None:

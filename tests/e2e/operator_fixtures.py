@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +29,17 @@ import pytest
 import yaml
 
 from harness.cluster import ROOT, Cluster, build_tools, established, wait_for
+from harness.product import AISCTL as AISCTL
+from harness.product import AISSIM as AISSIM
+from harness.product import EXAMPLE as EXAMPLE
+from harness.product import FAST as FAST
+from harness.product import Proc as Proc
+from harness.product import example as example
+from harness.product import label_nodes as label_nodes
+from harness.product import start as start
+from harness.product import start_operator as start_operator
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
-EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
 #: The Gateway API Inference Extension's v1 InferencePool CRD, as hack/build-k8s.sh caches it.
 POOL_CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
 #: An endpoint picker reference for routed services (nothing needs to serve it: the pool only names it).
@@ -45,49 +50,6 @@ SIM_TIME_SCALE = "30"
 AddNodes = Callable[[int], list[str]]
 #: The example's served model name (examples/dsv4-flash.yaml), what requests to its engines name.
 MODEL = "deepseek-v4-flash"
-#: spec.health that judges in seconds (canary every 2 s, stall after 6 s, no cooldown between rolls).
-FAST: dict[str, Any] = {
-    "startupGraceSeconds": 600,
-    "scrapeIntervalSeconds": 1,
-    "canary": {"periodSeconds": 2, "timeoutSeconds": 5},
-    "stall": {"windowSeconds": 6},
-    "rolls": {"maxPerHour": 3, "cooldownSeconds": 0},
-}
-
-
-@dataclass
-class Proc:
-    """A product process started by a fixture."""
-
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-#: `python -m` targets: the operator's CLI (aisctl) and the simulator's (aissim), two distributions.
-AISCTL, AISSIM = "ascend_operator.cli.main", "aissim"
-
-
-def start(args: list[str], *, log: Path, env: dict[str, str] | None = None, program: str = AISCTL) -> Proc:
-    out = log.open("ab")
-    popen = subprocess.Popen(
-        [sys.executable, "-m", program, *args],
-        env={**os.environ, **(env or {})},
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    return Proc(popen=popen, log=log)
 
 
 @pytest.fixture(scope="session")
@@ -118,16 +80,6 @@ def lws(cluster: Cluster) -> None:
         subprocess.run([str(ROOT / "hack" / "local-cluster"), "lws"], env=env, check=True, timeout=300)
     elif not cluster.kubectl("get", LWS_CRD, "--ignore-not-found", "-o", "name"):
         pytest.skip("LeaderWorkerSet is not installed on AIS_E2E_KUBECONFIG's cluster")
-
-
-def start_operator(cluster: Cluster, log: Path, *extra: str, port_base: int = 18080) -> Proc:
-    """`aisctl operator [extra...]` on a liveness port of this session's own, resyncing every 5 s."""
-    port = port_base + os.getpid() % 1000
-    return start(
-        ["operator", *extra, "--liveness", f"http://127.0.0.1:{port}/healthz", "--resync-seconds", "5"],
-        log=log,
-        env={"KUBECONFIG": str(cluster.kubeconfig)},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -177,22 +129,6 @@ def attach(cluster: Cluster, namespace: str, tmp_path: Path) -> Iterator[Callabl
     yield run
     for proc in started:
         proc.stop()
-
-
-def example(name: str, *, node_label: str, **spec: Any) -> dict[str, Any]:
-    """examples/dsv4-flash.yaml with another name, pinned to nodes carrying `ais-e2e=<node_label>`; spec
-    keys given replace the example's, except `engine`, which is merged into the example's engine."""
-    body: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
-    body["metadata"]["name"] = name
-    body["spec"]["scheduling"]["nodeSelector"] = {"ais-e2e": node_label}
-    for key, value in spec.items():
-        body["spec"][key] = {**body["spec"]["engine"], **value} if key == "engine" else value
-    return body
-
-
-def label_nodes(cluster: Cluster, names: list[str], value: str) -> None:
-    for node in names:
-        cluster.kubectl("label", "node", node, f"ais-e2e={value}", "--overwrite")
 
 
 def ais(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:

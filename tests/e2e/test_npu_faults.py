@@ -24,6 +24,7 @@ import pytest
 
 from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import Cluster, wait_for
+from harness.product import chip_fault
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,
@@ -136,19 +137,6 @@ def npu_dev_fault(device_id: int, code: str = "2C000031") -> dict[str, Any]:
 def node_unhealthy_series(port: int) -> dict[str, float]:
     """The operator's ascend_operator_node_unhealthy samples, by node."""
     return metric_values(f"http://127.0.0.1:{port}/metrics", "ascend_operator_node_unhealthy", "node")
-
-
-def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[str, Any]:
-    at = int((time.time() - age) * 1000)
-    return {
-        "fault_type": "CardUnhealthy",
-        "npu_name": chip,
-        "large_model_fault_level": level,
-        "fault_level": level,
-        "fault_handling": level,
-        "fault_code": codes,
-        "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
-    }
 
 
 def mount_chips(cluster: Cluster, namespace: str, pod: dict[str, Any], *, volcano: bool = False) -> None:
