@@ -39,6 +39,8 @@ NAMESPACED_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "list"]},
     #: controller/autoscaling.py: an HPA that scales a service with spec.autoscaling too is named, not fought.
     {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
+    #: controller/revisions.py: the service's earlier specs, for rollbacks and `aisctl rollout`.
+    {"apiGroups": ["apps"], "resources": ["controllerrevisions"], "verbs": ["list", "create", "delete"]},
 ]
 CRD_RULE = {
     "apiGroups": ["apiextensions.k8s.io"],
@@ -151,6 +153,7 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
                     ["networkpolicies"],
                     ["poddisruptionbudgets"],
                     ["ascendinferenceservices"],  # a disaggregated service's role services
+                    ["controllerrevisions"],  # revisions beyond spec.rollout.revisionHistoryLimit
                 ), rule
                 if "secrets" in rule["resources"]:  # never list/watch: only a Secret whose name it was given
                     assert rule == SECRETS_RULE, rule

@@ -25,6 +25,7 @@ class RollReason(StrEnum):
     NPU_PRE_SEPARATE = "NPUPreSeparate"
     NODE_UNHEALTHY = "NodeUnhealthy"
     GROUP_RECREATED = "GroupRecreated"
+    ROLLED_BACK = "RolledBack"
 
 
 class DrainResult(StrEnum):

@@ -98,9 +98,14 @@ ROLE_BINDING = Resource(
 #: An HPA that scales a service with spec.autoscaling too (controller/autoscaling.py names it, never fights it).
 HPA = Resource("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", frozenset({"list"}))
 
+#: The service's earlier specs (controller/revisions.py): listed, created and pruned beyond the history limit.
+CONTROLLER_REVISION = Resource(
+    "ControllerRevision", "apps", "v1", "controllerrevisions", frozenset({"list", "create", "delete"})
+)
+
 RESOURCES: tuple[Resource, ...] = (
     POD, SERVICE, EVENT, SECRET, PDB, NETWORK_POLICY, SERVICE_CR, LWS, POOL,
-    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, HPA,
+    DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, HPA, CONTROLLER_REVISION,
 )  # fmt: skip
 BY_KIND: Mapping[str, Resource] = {r.kind: r for r in RESOURCES}
 

@@ -77,6 +77,11 @@ KINDS: Mapping[RollReason, Kind] = MappingProxyType(
             why="observed, not decided: LeaderWorkerSet recreated a group on its own (a member restarted or was "
             "evicted, or its rolling update replaced the group)"
         ),
+        RollReason.ROLLED_BACK: Kind(
+            why="the new revision's first replica was worse than the previous revision's under the same traffic "
+            "(spec.rollout.analysis): it goes back to the previous revision, drained",
+            drains=True,
+        ),
     }
 )
 

@@ -17,6 +17,7 @@ from ascend_operator.api.constants import (
     ENGINE_CONTAINER,
     KIND,
     LABEL_REPLICA,
+    LABEL_REVISION,
     LABEL_SERVICE,
     MANAGED_BY,
     NPU_RESOURCE,
@@ -311,7 +312,12 @@ def build_pod(
         "metadata": {
             "name": pod_name(owner, replica),
             "namespace": owner.namespace,
-            "labels": {**spec.pod_metadata.labels, **common_labels(owner), LABEL_REPLICA: str(replica)},
+            "labels": {
+                **spec.pod_metadata.labels,
+                **common_labels(owner),
+                LABEL_REPLICA: str(replica),
+                LABEL_REVISION: spec_hash(spec),  # the ControllerRevision it runs (controller/revisions.py)
+            },
             "annotations": {
                 **spec.pod_metadata.annotations,
                 ANNOTATION_SPEC_HASH: spec_hash(spec, key_version=key_version),
