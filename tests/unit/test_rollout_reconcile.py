@@ -97,6 +97,7 @@ async def test_a_failed_verdict_puts_the_judged_pod_back_and_holds(example_body:
         0.3,
     )
     assert status["currentRevision"] == first
+    assert status["updatedReplicas"] == 2, "the pods run what they should: settled, not a rollout stuck"
     healthy = next(c for c in status["conditions"] if c["type"] == "RolloutHealthy")
     assert (healthy["status"], healthy["reason"]) == ("False", "RolledBack")
     assert any(e[1] == "RolledBack" and "TTFT p90" in e[2] for e in svc.events)

@@ -348,8 +348,11 @@ def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[
     return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
 
 
-def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None) -> str:
-    # the key's Secret version rolls single-node pods; LWS groups keep their own template hash
+def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None, rollout: Rollout | None = None) -> str:
+    # the key's Secret version rolls single-node pods; LWS groups keep their own template hash; a rollout
+    # that holds on the current revision (rolled back, or judging one pod) counts against that revision
+    if rollout is not None:
+        return spec_hash(rollout.target.engines, key_version=key_version)
     return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec, key_version=key_version)
 
 
@@ -372,6 +375,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
     pair: Pair | None = None
+    rollout: Rollout | None = None
     extra = dict(memory.extra_status)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
@@ -412,7 +416,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     observed = Observed(
         generation=generation,
         replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-        spec_hash=_current_hash(parsed.spec, key_version) if parsed and valid else None,
+        spec_hash=_current_hash(parsed.spec, key_version, rollout) if parsed and valid else None,
         pods=_served_pods(parsed, pods),
         service=owner.name,
         endpoint=service_url(parsed.spec, owner) if parsed and valid else None,

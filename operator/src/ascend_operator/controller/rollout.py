@@ -208,7 +208,7 @@ async def plan_rollout(
     stored = previous.get("rollout")
     record: dict[str, Any] | None = dict(stored) if isinstance(stored, Mapping) else None
     kept = [p for p in pods if not p.terminating]
-    old = revisions.get(current)
+    old = revisions.get(current) if update != current else None  # parsed only while a change rolls out
     old_spec = _spec_of(old.spec, spec.replicas) if old is not None else None
     old_desired = Desired(spec=old_spec, owner=owner, placement=desired.placement) if old_spec else None
     plan = Rollout(update=update, current=current, target=desired)
