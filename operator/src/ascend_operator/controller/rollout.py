@@ -130,8 +130,8 @@ def _conclude(record: dict[str, Any], memory: ServiceMemory, events: EventSink, 
         comparedWith=done.compared_with,
         canary=done.canary,
         signal=v.signal,
-        canaryValue=v.canary,
-        baselineValue=v.baseline,
+        canaryValue=None if v.canary is None else round(v.canary, 4),
+        baselineValue=None if v.baseline is None else round(v.baseline, 4),
         message=v.message,
     )
     if v.outcome is Outcome.FAILED:
