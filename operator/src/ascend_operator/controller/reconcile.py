@@ -46,7 +46,7 @@ from ascend_operator.controller.owned import (
 )
 from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
-from ascend_operator.controller.rollout import Rollout, plan_rollout
+from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import (
@@ -394,6 +394,8 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         )
         if await _guarded_apply(ctx, desired, pods, memory, rollout):
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
+        if rollout is not None:
+            await keep_revision(ctx.kube, desired, rollout, memory)
         await ensure_service(ctx.kube, ctx.events, desired)
         await ensure_pdb(ctx.kube, ctx.events, desired)
         router = await ensure_router(ctx.kube, ctx.events, desired)

@@ -27,7 +27,7 @@ from typing import Any
 from ascend_operator.api.revision import RolloutPhase
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import Kube
-from ascend_operator.controller.revisions import ensure_revision, revision_digest, revision_name
+from ascend_operator.controller.revisions import ensure_revision, list_revisions, revision_digest, revision_name
 from ascend_operator.controller.rollout_memory import Judging
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import ConditionRecord
@@ -54,6 +54,8 @@ class Rollout:
     record: dict[str, Any] | None = None
     condition: ConditionRecord | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    raw_spec: Mapping[str, Any] = field(default_factory=dict)
+    """The spec as written, what the updated revision stores."""
 
     def candidates(self, found: Sequence[Candidate], pods: Sequence[PodView], *, replicas: int) -> list[Candidate]:
         """The plan's candidates as this phase allows: the judged pod is kept while Analyzing and is a
@@ -189,29 +191,25 @@ async def plan_rollout(
     memory: ServiceMemory,
     now: str,
 ) -> Rollout | None:
-    """This pass's rollout, with the ControllerRevision of the spec made; None for multi-node and P/D parents."""
+    """This pass's rollout; None for multi-node and P/D parents. The revisions are read only while a change
+    rolls out; the spec's own revision is made after the pods (`keep_revision`): a new service's pods wait
+    for no other API call."""
     spec, owner, rm = desired.engines, desired.owner, memory.rollout
     if desired.multi_node or desired.spec.disaggregation is not None:
         rm.judging = None
         return None
     update = revision_digest(spec)
     current = _current(previous, pods, update)
-    revisions = await ensure_revision(
-        kube,
-        owner,
-        rm.revisions,
-        raw_spec=raw_spec,
-        digest=update,
-        keep={current},
-        limit=spec.rollout.revision_history_limit,
-    )
+    if update != current and current not in rm.revisions:  # read only while a change rolls out
+        rm.revisions.clear()
+        rm.revisions.update(await list_revisions(kube, owner))
     stored = previous.get("rollout")
     record: dict[str, Any] | None = dict(stored) if isinstance(stored, Mapping) else None
     kept = [p for p in pods if not p.terminating]
-    old = revisions.get(current) if update != current else None  # parsed only while a change rolls out
+    old = rm.revisions.get(current) if update != current else None  # parsed only while a change rolls out
     old_spec = _spec_of(old.spec, spec.replicas) if old is not None else None
     old_desired = Desired(spec=old_spec, owner=owner, placement=desired.placement) if old_spec else None
-    plan = Rollout(update=update, current=current, target=desired)
+    plan = Rollout(update=update, current=current, target=desired, raw_spec=raw_spec)
     analysis = spec.rollout.analysis
     if update != current:
         if record is None or record.get("revision") != update:
@@ -256,3 +254,16 @@ async def plan_rollout(
         **({"rollout": record} if record is not None else {}),
     }
     return plan
+
+
+async def keep_revision(kube: Kube, desired: Desired, plan: Rollout, memory: ServiceMemory) -> None:
+    """The ControllerRevision of the spec (made once, then known from memory), the history pruned."""
+    await ensure_revision(
+        kube,
+        desired.owner,
+        memory.rollout.revisions,
+        raw_spec=plan.raw_spec,
+        digest=plan.update,
+        keep={plan.current},
+        limit=desired.engines.rollout.revision_history_limit,
+    )
