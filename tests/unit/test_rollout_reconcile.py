@@ -170,3 +170,15 @@ async def test_a_judged_pod_that_goes_before_its_verdict_is_a_failed_analysis(ex
     assert set(svc.revisions().values()) == {r1}
     created = svc.kube.requests("create", kind="Pod")
     assert len(created) == 4, "two at the start, the judged one, its successor on the current revision"
+
+
+async def test_a_new_services_pods_wait_for_no_revision_call(example_body: dict[str, Any]) -> None:
+    """The revision is recorded after the pods: a new service's pod create is not one API call later."""
+    svc = Service(example_body)
+    await svc.step()
+    calls = [(c.verb, c.kind) for c in svc.kube.requests("create", "list")]
+    first_revision_call = next(i for i, (_, kind) in enumerate(calls) if kind == "ControllerRevision")
+    assert first_revision_call > calls.index(("create", "Pod")), calls
+    made = len(svc.kube.requests(kind="ControllerRevision"))
+    await settle(svc, 3)
+    assert len(svc.kube.requests(kind="ControllerRevision")) == made, "a steady service makes no revision call"
