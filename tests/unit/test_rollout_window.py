@@ -2,6 +2,8 @@
 Ready, covers the same scrapes on both sides, extends on too little traffic, and with one replica compares
 with the figures recorded before the change."""
 
+import pytest
+
 from ascend_operator.api.rollout import AnalysisSpec
 from ascend_operator.controller.analysis import observe_rollout
 from ascend_operator.controller.rollout_memory import Judging
@@ -14,7 +16,7 @@ BOUNDS = (0.1, 0.5, 1.0, 5.0, 10.0, float("inf"))
 ANALYSIS = AnalysisSpec(seconds=10)
 
 
-def pod(name: str, revision: str) -> PodView:
+def pod(name: str, revision: str | None) -> PodView:
     return PodView(
         name=name, uid=name, replica=0, spec_hash=None, phase="Running", ready=True, terminating=False,
         node=None, ip="127.0.0.2", created=None, unschedulable=None, revision=revision,
@@ -51,9 +53,10 @@ def judging(memory: ServiceMemory) -> ServiceMemory:
     return memory
 
 
-def test_a_queueing_replica_fails_on_ttft_against_the_previous_ones() -> None:
+@pytest.mark.parametrize("previous", ["old", None], ids=["labelled", "made-before-revisions"])
+def test_a_queueing_replica_fails_on_ttft_against_the_previous_ones(previous: str | None) -> None:
     memory = judging(ServiceMemory())
-    pods = [pod("x-0", "new"), pod("x-1", "old"), pod("x-2", "old")]
+    pods = [pod("x-0", "new"), pod("x-1", previous), pod("x-2", previous)]
     engines = {"x-0": Engine(ttft=4.0, rps=3, waiting=8), "x-1": Engine(ttft=0.3, rps=3), "x-2": Engine(0.3, 3)}
     run(memory, pods, engines, until=60)
     done = memory.rollout.concluded

@@ -24,6 +24,12 @@ RECORDED = "recorded"
 REPLICAS = "replicas"
 
 
+def _on(pod: PodView, revision: str) -> bool:
+    """The pod runs `revision`; a pod made before revisions were recorded (no label) runs the current one,
+    or the reconcile pass would have replaced it as stale."""
+    return pod.revision in (revision, None)
+
+
 def _add(window: Window, pods: Sequence[PodView], samples: Mapping[str, EngineSample | None]) -> None:
     for p in pods:
         if (s := samples.get(p.uid)) is not None:
@@ -45,7 +51,7 @@ def _record(
         return
     if rm.record is None or rm.record.revision != current:
         rm.record = Window(revision=current, start=now)
-    pods = [p for p in live if p.revision == current and p.uid in ready and p.drain is None]
+    pods = [p for p in live if _on(p, current) and p.uid in ready and p.drain is None]
     _add(rm.record, pods, samples)
     if now - rm.record.start < analysis.seconds:
         return
@@ -105,7 +111,7 @@ def analyse(
             failures_at_start=canary_failures.get(judged.uid, 0),
         )
         rm.window = w
-    baseline = [p for p in live if p.revision == j.current and p.uid in ready and p.drain is None]
+    baseline = [p for p in live if _on(p, j.current) and p.uid in ready and p.drain is None]
     _add(w, [judged, *baseline], samples)
     if now - w.start < j.analysis.seconds:
         return
