@@ -15,6 +15,7 @@ Cost: two fake nodes, ~2-3 minutes (two engine loads per rollout at 30x, a 10 s 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,6 +38,9 @@ from tests.e2e.test_autoscaling import Load, ready_urls
 
 CLIENTS = 24
 ANALYSIS = {"seconds": 10, "thresholds": {"minRequests": 10}}
+#: By hand, at another engine speed (`AIS_E2E_ROLLOUT_TIME_SCALE=1`: real engine time); waits grow to match.
+TIME_SCALE = os.environ.get("AIS_E2E_ROLLOUT_TIME_SCALE")
+PATIENCE = 1 if TIME_SCALE is None else 4
 
 
 def revision_of(pod: dict[str, Any]) -> str:
@@ -74,7 +78,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
     cluster: Cluster, namespace: str, add_nodes: AddNodes, operator: Proc, attach: Callable[..., Proc]
 ) -> None:
     label_nodes(cluster, add_nodes(2), namespace)
-    attach()
+    attach(**({"AIS_SIM_TIME_SCALE": TIME_SCALE} if TIME_SCALE else {}))
     spec: dict[str, Any] = {
         "replicas": 2,
         "health": FAST,
@@ -82,22 +86,22 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
         "rollout": {"drainSeconds": 60, "analysis": ANALYSIS},
     }
     cluster.apply(example("svc", node_label=namespace, **spec), namespace=namespace)
-    wait_for(lambda: settled(cluster, namespace, 2), timeout=180, message="two Ready replicas")
+    wait_for(lambda: settled(cluster, namespace, 2), timeout=180 * PATIENCE, message="two Ready replicas")
     good = ais(cluster, namespace, "svc")["status"]["currentRevision"]
     engine = ais(cluster, namespace, "svc")["spec"]["engine"]
 
     with Load(cluster, namespace, clients=CLIENTS) as load:
-        wait_for(lambda: load.ok >= 2 * CLIENTS, timeout=60, message="the load served before the change")
+        wait_for(lambda: load.ok >= 2 * CLIENTS, timeout=60 * PATIENCE, message="the load served before the change")
         started = patch(cluster, namespace, {"engine": {**engine, "maxNumSeqs": 4}})
         wait_for(
             lambda: (ais(cluster, namespace, "svc")["status"].get("rollout") or {}).get("phase") == "RolledBack",
-            timeout=240,
+            timeout=240 * PATIENCE,
             message="the change rolled back",
         )
         to_rolled_back = time.monotonic() - started
         wait_for(
             lambda: settled(cluster, namespace, 2, complete=False),
-            timeout=180,
+            timeout=180 * PATIENCE,
             message="both replicas back on the good revision",
         )
         ready_condition = next(
@@ -112,10 +116,10 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
         code_undo, said_undo = aisctl(cluster, namespace, "undo")
         wait_for(
             lambda: ais(cluster, namespace, "svc")["status"].get("updateRevision") == good,
-            timeout=60,
+            timeout=60 * PATIENCE,
             message="undo: the spec renders the current revision again",
         )
-        wait_for(lambda: settled(cluster, namespace, 2), timeout=60, message="settled after undo")
+        wait_for(lambda: settled(cluster, namespace, 2), timeout=60 * PATIENCE, message="settled after undo")
         after_undo = {p["metadata"]["uid"] for p in live_pods(cluster, namespace, "svc")}
 
         engine_now = ais(cluster, namespace, "svc")["spec"]["engine"]
@@ -126,7 +130,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
                 (ais(cluster, namespace, "svc")["status"].get("rollout") or {}).get("phase") == "Complete"
                 and settled(cluster, namespace, 2)
             ),
-            timeout=300,
+            timeout=300 * PATIENCE,
             message="the neutral change completed with analysis",
         )
         with_analysis = time.monotonic() - started
@@ -140,7 +144,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
                 and settled(cluster, namespace, 2)
                 and ais(cluster, namespace, "svc")["status"]["currentRevision"] != neutral["revision"]
             ),
-            timeout=300,
+            timeout=300 * PATIENCE,
             message="the neutral change completed without analysis",
         )
         without_analysis = time.monotonic() - started

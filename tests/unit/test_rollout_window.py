@@ -26,10 +26,15 @@ def pod(name: str, revision: str | None) -> PodView:
 class Engine:
     """Cumulative counters of one engine: each tick, `rps` requests with first token after `ttft` s."""
 
-    def __init__(self, ttft: float, rps: float, waiting: float = 0.0) -> None:
+    def __init__(self, ttft: float, rps: float, waiting: float = 0.0, idle_until: float = 0.0) -> None:
         self.ttft, self.rps, self.waiting, self.n, self.tokens = ttft, rps, waiting, 0.0, 0.0
+        self.idle_until = idle_until
 
     def tick(self, t: float) -> EngineSample:
+        if t < self.idle_until:  # just Ready: a few fast requests (the health canaries), nothing queued yet
+            self.n += 1
+            hist = tuple((b, self.n if b >= 0.1 else 0.0) for b in BOUNDS)
+            return EngineSample(t=t, ttft=hist, tpot=tuple((b, self.n) for b in BOUNDS))
         self.n += self.rps
         self.tokens += self.rps * 100
         hist = tuple((b, self.n if self.ttft <= b else 0.0) for b in BOUNDS)
@@ -87,3 +92,15 @@ def test_one_replica_is_compared_with_the_figures_recorded_before_the_change() -
     done = memory.rollout.concluded
     assert done is not None
     assert (done.verdict.outcome, done.compared_with) == (Outcome.FAILED, "recorded")
+
+
+def test_the_window_waits_until_the_new_pod_carries_its_share() -> None:
+    """Clients move to a new pod as their requests end: judged from Ready, an idle pod passed a change that
+    queues (seen at real engine speed); judged once it carries its share, it fails."""
+    memory = judging(ServiceMemory())
+    pods = [pod("x-0", "new"), pod("x-1", "old")]
+    engines = {"x-0": Engine(ttft=4.0, rps=3, waiting=8, idle_until=30), "x-1": Engine(ttft=0.3, rps=3)}
+    run(memory, pods, engines, until=90)
+    done = memory.rollout.concluded
+    assert done is not None
+    assert (done.verdict.outcome, done.verdict.signal) == (Outcome.FAILED, "TTFT")

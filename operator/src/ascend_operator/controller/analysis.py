@@ -3,14 +3,17 @@ window of the judged replica and of the previous revision's replicas, and once t
 asks the comparison (ascend_operator/rollout_analysis) for a verdict, which it leaves in memory for the
 reconcile loop (controller/rollout.py) to act on.
 
-- the window starts when the judged pod is first Ready by the health judgement (canary and config check
-  passed), so its load time is never part of it, and covers the same scrapes on both sides;
+- the window starts when the judged pod is Ready by the health judgement (canary and config check passed)
+  and carries at least half the requests in flight of a previous replica (clients move to it as their
+  requests end), so neither its load time nor its ramp is part of it; it covers the same scrapes on both
+  sides;
 - too little traffic extends it; a judged pod that goes before the verdict (a stall or fault roll) or
   carries a fault (Stalled, ConfigMismatch) is a failed analysis;
 - with no replica left on the previous revision (one replica), the figures recorded over the last full
   window before the change stand in for them (`record`: a rolling window while nothing is judged).
 """
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from ascend_operator.api.rollout import AnalysisSpec
@@ -20,6 +23,8 @@ from ascend_operator.controller.views import PodView
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.rollout_analysis import Figures, Input, Outcome, Verdict, figures, judge
 
+log = logging.getLogger(__name__)
+
 RECORDED = "recorded"
 REPLICAS = "replicas"
 
@@ -28,6 +33,25 @@ def _on(pod: PodView, revision: str) -> bool:
     """The pod runs `revision`; a pod made before revisions were recorded (no label) runs the current one,
     or the reconcile pass would have replaced it as stale."""
     return pod.revision in (revision, None)
+
+
+#: The judged pod's requests in flight, against the previous replicas' mean, before its window starts.
+SHARE = 0.5
+
+
+def _carries_its_share(
+    sample: EngineSample | None, baseline: Sequence[PodView], samples: Mapping[str, EngineSample | None]
+) -> bool:
+    """Clients move to a new pod as their requests end, so a pod that just turned Ready serves less than its
+    share for about one request's length (at real speed, 400-token requests took 33 s: a 10 s window from
+    Ready judged an almost idle pod against loaded ones and passed a change that queues). The window starts
+    once it runs and queues at least half of what a previous replica does (at once with no previous one)."""
+    if sample is None:
+        return False
+    others = [s.running + s.waiting for p in baseline if (s := samples.get(p.uid)) is not None]
+    if not others:
+        return True
+    return sample.running + sample.waiting >= SHARE * sum(others) / len(others)
 
 
 def _add(window: Window, pods: Sequence[PodView], samples: Mapping[str, EngineSample | None]) -> None:
@@ -100,8 +124,9 @@ def analyse(
         why = f"pod {judged.name}: {fault.message}"
         _conclude(memory, w, Verdict(outcome=Outcome.FAILED, signal=fault.reason, message=why), REPLICAS)
         return
+    baseline = [p for p in live if _on(p, j.current) and p.uid in ready and p.drain is None]
     if w is None:
-        if judged.uid not in ready:
+        if judged.uid not in ready or not _carries_its_share(samples.get(judged.uid), baseline, samples):
             return
         w = Window(
             revision=j.update,
@@ -111,7 +136,6 @@ def analyse(
             failures_at_start=canary_failures.get(judged.uid, 0),
         )
         rm.window = w
-    baseline = [p for p in live if _on(p, j.current) and p.uid in ready and p.drain is None]
     _add(w, [judged, *baseline], samples)
     if now - w.start < j.analysis.seconds:
         return
@@ -125,6 +149,9 @@ def analyse(
         _conclude(memory, w, Verdict(outcome=Outcome.PASSED, message=why), RECORDED)
         return
     verdict = judge(Input(canary=canary, baseline=base, thresholds=j.analysis.thresholds))
+    level = logging.DEBUG if verdict.outcome is Outcome.EXTEND else logging.INFO  # the figures behind a verdict
+    log.log(level, "analysis of %s on %s: %s %s; new %s; previous %s", j.update, w.canary_name, verdict.outcome,
+            verdict.signal, canary, base)  # fmt: skip
     if verdict.outcome is not Outcome.EXTEND:
         _conclude(memory, w, verdict, compared_with)
 
