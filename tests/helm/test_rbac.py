@@ -158,6 +158,8 @@ def test_no_rule_reaches_configmaps_wildcards_or_updates_and_secrets_only_by_nam
                     ["networkpolicies"],
                     ["poddisruptionbudgets"],
                     ["ascendinferenceservices"],  # a disaggregated service's role services
+                    ["controllerrevisions"],  # revisions beyond spec.rollout.revisionHistoryLimit
+                    ["controllerrevisions"],  # revisions beyond spec.rollout.revisionHistoryLimit
                 ), rule
                 if "secrets" in rule["resources"]:  # never list/watch: only a Secret whose name it was given
                     assert rule == SECRETS_RULE, rule

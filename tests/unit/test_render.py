@@ -56,7 +56,12 @@ def test_example_pod_is_exactly_the_production_pod(example: ParsedService) -> No
         "metadata": {
             "name": "dsv4-flash-0",
             "namespace": "llm",
-            "labels": {**LABELS, "inference.ascend.dev/replica": "0"},
+            "labels": {
+                **LABELS,
+                "inference.ascend.dev/replica": "0",
+                # the ControllerRevision it runs: the engine digest without the key version
+                "inference.ascend.dev/revision": spec_hash(example.spec),
+            },
             "annotations": {"inference.ascend.dev/spec-hash": spec_hash(example.spec)},
             "ownerReferences": OWNER_REFS,
         },

@@ -25,7 +25,8 @@ from tests.unit.conftest import EXAMPLE
 EXAMPLES = sorted(p for p in EXAMPLE.parent.glob("*.yaml") if f"\nkind: {KIND}\n" in p.read_text())
 NAMESPACE = "llm"
 #: What a pass reads but never makes: the service itself (a role service is compared: the parent makes it).
-NOT_MADE = {"Event"}
+#: Not rendered from a spec: events, and the ControllerRevisions recording which specs ran (controller/revisions.py).
+NOT_MADE = {"Event", "ControllerRevision"}
 
 
 def load(path: Path) -> dict[str, Any]:

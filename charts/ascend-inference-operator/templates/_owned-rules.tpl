@@ -54,6 +54,12 @@ rbac.yaml includes it in every Role or ClusterRole of the operator's namespaced 
   - apiGroups: ["autoscaling"]
     resources: ["horizontalpodautoscalers"]
     verbs: ["list"]
+  # A service's engine specs, one ControllerRevision each (controller/revisions.py): listed for
+  # rollbacks and `aisctl rollout`, created on a spec change, pruned beyond
+  # spec.rollout.revisionHistoryLimit.
+  - apiGroups: ["apps"]
+    resources: ["controllerrevisions"]
+    verbs: ["list", "create", "delete"]
   {{- if .Values.router.enabled }}
   # A service's router Deployment (spec.router, controller/owned.py).
   - apiGroups: ["apps"]

@@ -28,6 +28,8 @@ LABEL_ROUTER = f"{GROUP}/router"
 ENGINE_CONTAINER = "engine"
 ROUTER_CONTAINER = "router"
 LABEL_REPLICA = f"{GROUP}/replica"
+#: The ControllerRevision hash a pod was rendered from (controller/revisions.py): status.revisions counts them.
+LABEL_REVISION = f"{GROUP}/revision"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 #: The pod condition the operator sets from its health judgement (a readiness gate of every engine pod).
 READINESS_GATE = f"{GROUP}/engine-ready"

@@ -26,6 +26,7 @@ class RollReason(StrEnum):
     NODE_UNHEALTHY = "NodeUnhealthy"
     GROUP_RECREATED = "GroupRecreated"
     NODE_LOST = "NodeLost"
+    ROLLED_BACK = "RolledBack"
 
 
 class DrainResult(StrEnum):

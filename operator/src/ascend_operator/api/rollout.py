@@ -1,8 +1,12 @@
-"""`spec.rollout`: how many replicas the operator may take out at once and how long it drains one.
+"""`spec.rollout`: how many replicas the operator may take out at once, how long it drains one, how many
+earlier specs it keeps, and whether a spec change is judged on its first replica.
 
 Why a field of its own: every deletion the operator makes (spec change, scale-down, stall, drift, age)
 goes through one disruption budget (`ascend_operator.disruption`), and a planned deletion of a serving
 engine waits for its requests first. Both knobs are the user's trade between rollout speed and capacity.
+`analysis` is the trade between rollout speed and the risk of a change that works, only worse: the first
+replica on the new spec is compared with the replicas still on the previous one (controller/rollout.py,
+the comparison in ascend_operator/rollout_analysis) before the rest follow.
 """
 
 from pydantic import Field
@@ -14,6 +18,70 @@ from ascend_operator.api.base import ApiModel
 #: room max-model-len 327680 leaves after 300K is ~27.7K tokens, at the slowest measured per-request decode
 #: (C32 TPOT 57.1 ms) ~1580 s; together ~1665 s, rounded up to 30 minutes.
 DEFAULT_DRAIN_SECONDS = 1800.0
+
+
+class AnalysisThresholds(ApiModel):
+    """How much worse the new revision's replica may be than the previous revision's, per signal, before the
+    change is rolled back. Ratios are canary / baseline; noise between two equal engines under one router
+    stays within ~10 % on a window of a few dozen requests, so the defaults leave room for it."""
+
+    ttft_p90_ratio: float = Field(
+        default=1.5,
+        ge=1,
+        le=100,
+        description="TTFT p90 of the new replica over the previous replicas' (from the engines' "
+        "vllm:time_to_first_token_seconds histograms, over the same window); above it: rolled back.",
+    )
+    tpot_p90_ratio: float = Field(
+        default=1.3,
+        ge=1,
+        le=100,
+        description="TPOT p90 (vllm:time_per_output_token_seconds) of the new replica over the previous ones'.",
+    )
+    tokens_per_request_ratio: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="Output tokens per second per running request of the new replica over the previous ones'; "
+        "below it: rolled back.",
+    )
+    waiting_per_replica: float = Field(
+        default=2.0,
+        ge=0,
+        le=1024,
+        description="Requests waiting (vllm:num_requests_waiting, the window's mean) on the new replica beyond "
+        "the previous replicas' mean per replica; above it: rolled back.",
+    )
+    canary_failures: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Generation canaries (spec.health.canary) that failed on the new replica during the window "
+        "beyond this many: rolled back.",
+    )
+    min_requests: int = Field(
+        default=20,
+        ge=1,
+        le=100000,
+        description="Requests each side must have started (TTFT histogram count) in the window for a comparison; "
+        "fewer: the window is extended, never judged on too little traffic.",
+    )
+
+
+class AnalysisSpec(ApiModel):
+    """A spec change replaces one replica first and judges it on the engine's own figures."""
+
+    seconds: float = Field(
+        default=120.0,
+        ge=5,
+        le=86400,
+        description="How long the new revision's first replica serves, once Ready, before it is compared with "
+        "the replicas still on the previous revision over the same window. A window shorter than the service's "
+        "long requests judges only their starts.",
+    )
+    thresholds: AnalysisThresholds = Field(
+        default_factory=AnalysisThresholds, description="How much worse per signal rolls the change back."
+    )
 
 
 class RolloutSpec(ApiModel):
@@ -38,4 +106,19 @@ class RolloutSpec(ApiModel):
         "request started just before the drain at the seed's figures: ~85 s of prefill (72.38 s per 256K) plus "
         "the ~27.7K output tokens max-model-len 327680 leaves, at the slowest measured decode (C32 TPOT "
         "57.1 ms, ~1580 s). 0 deletes without draining. Stalled or crashed engines are never drained.",
+    )
+    revision_history_limit: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Earlier specs kept as ControllerRevisions (owned by the service) besides the current and "
+        "the updated one, for `aisctl rollout history` and `aisctl rollout undo`.",
+    )
+    analysis: AnalysisSpec | None = Field(
+        default=None,
+        description="Judge a spec change on its first replica: it serves for `seconds` once Ready and is "
+        "compared with the replicas still on the previous revision (TTFT and TPOT p90, output tokens/s per "
+        "running request, queue, canary failures); worse beyond a threshold rolls it back through the "
+        "budget and the rollout stops (status.rollout) until the spec changes again. With one replica it is "
+        "compared with the figures recorded before the change. Unset: every replica is replaced in turn.",
     )

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.base import ApiModel
 from ascend_operator.api.reasons import DrainResult, RollReason
+from ascend_operator.api.revision import RevisionCount, RolloutStatus
 
 READY = "Ready"
 AVAILABLE = "Available"
@@ -164,4 +165,12 @@ class AscendInferenceServiceStatus(ApiModel):
     )
     autoscaling: AutoscalingStatus | None = Field(
         default=None, description="spec.autoscaling's last decision: desired, current, the signals, why."
+    )
+    current_revision: str | None = Field(
+        default=None, description="The ControllerRevision every replica ran when the last rollout completed."
+    )
+    update_revision: str | None = Field(default=None, description="The ControllerRevision the spec asks for.")
+    revisions: list[RevisionCount] | None = Field(default=None, description="Engine pods per revision.")
+    rollout: RolloutStatus | None = Field(
+        default=None, description="The last spec change's rollout: phase, and with analysis what decided it."
     )

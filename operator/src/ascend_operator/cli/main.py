@@ -17,6 +17,7 @@ from ascend_operator.api.constants import API_VERSION, NPU_RESOURCE
 from ascend_operator.api.parse import SpecError
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
+from ascend_operator.cli import rollout as rollout_cmd
 from ascend_operator.cli.load import Loaded, load
 from ascend_operator.cli.plan import format_plan
 from ascend_operator.crd import build_crd
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     docs.set_defaults(func=cmd_docs)
     operator_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
+    rollout_cmd.add_parser(sub)
     return parser
 
 

@@ -188,8 +188,20 @@ HPA = Resource(
     why="An HPA that scales a service with spec.autoscaling too is named, never fought (controller/autoscaling.py).",
 )  # fmt: skip
 
+#: The service's earlier specs (controller/revisions.py): listed, created and pruned beyond the history limit.
+CONTROLLER_REVISION = Resource(
+    "ControllerRevision", "apps", "v1", "controllerrevisions", frozenset({"list", "create", "delete"})
+)
+
+#: The service's earlier specs (controller/revisions.py).
+CONTROLLER_REVISION = Resource(
+    "ControllerRevision", "apps", "v1", "controllerrevisions", frozenset({"list", "create", "delete"}),
+    why="A service's engine specs, one ControllerRevision each (controller/revisions.py): listed for rollbacks "
+    "and `aisctl rollout`, created on a spec change, pruned beyond spec.rollout.revisionHistoryLimit.",
+)  # fmt: skip
+
 RESOURCES: tuple[Resource, ...] = (
-    SERVICE_CR, POD, SERVICE, NETWORK_POLICY, SECRET, PDB, EVENT, HPA,
+    SERVICE_CR, POD, SERVICE, NETWORK_POLICY, SECRET, PDB, EVENT, HPA, CONTROLLER_REVISION,
     DEPLOYMENT, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, LWS, POOL,
 )  # fmt: skip
 BY_KIND: Mapping[str, Resource] = {r.kind: r for r in RESOURCES}

@@ -24,6 +24,7 @@ import kopf
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import POD, service_pods
+from ascend_operator.controller.analysis import observe_rollout
 from ascend_operator.controller.autoscaling import autoscale, forget, other_autoscaler, signals
 from ascend_operator.controller.deletions import Site, disrupt
 from ascend_operator.controller.engine_io import (
@@ -325,6 +326,15 @@ async def health_pass(
     idle = [p for p in answering if p.drain is None]
     launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)
     memory.pod_faults = _faults(live, verdicts)
+    observe_rollout(  # spec.rollout.analysis: the judged replica's window and verdict (controller/analysis.py)
+        memory,
+        spec.rollout.analysis,
+        live=live,
+        ready={uid for uid, v in verdicts.items() if v.ready},
+        samples=samples,
+        canary_failures={p.uid: state.pods[p.uid].canary_failures for p in live},
+        now=mon.mono(),
+    )
     now = mon.mono()
     memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))
     per_pod = {p.name: service_metrics([state.pods[p.uid].samples], now=now)["metrics"] or {} for p in live}

@@ -46,6 +46,7 @@ from ascend_operator.controller.owned import (
 )
 from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
+from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import (
@@ -190,21 +191,29 @@ async def _apply_pod_actions(
     *,
     replicas: int,
     more: Sequence[Candidate] = (),
+    rollout: Rollout | None = None,
 ) -> bool:
     """Create missing replicas; hand deletion candidates (with `more`, a switch's groups) to the disruption
-    step. True when anything was done."""
+    step. True when anything was done. With a `rollout`, pods follow its target revision, and the one judged
+    pod is rendered from the updated one (controller/rollout.py)."""
     spec = desired.engines
-    digest = spec_hash(spec, key_version=desired.placement.key_version)
+    target = rollout.target if rollout is not None else desired
+    digest = spec_hash(target.engines, key_version=desired.placement.key_version)
     memory.create_failures = {}
     actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
+    judged = rollout.creates(pods) if rollout is not None else None
     for action in actions:
         if isinstance(action, CreatePod):
-            await _create_pod(ctx, memory, desired.pod(action.replica), digest)
+            made, judged = judged or target, None  # at most one pod on a judged revision
+            body = made.pod(action.replica)
+            await _create_pod(ctx, memory, body, body["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
     candidates = [
         Candidate(pod=a.name, uid=a.uid, reason=a.reason, message=f"{a.reason.value} (spec {digest})")
         for a in actions
         if isinstance(a, DeletePod)
     ]
+    if rollout is not None:
+        candidates = rollout.candidates(candidates, pods, replicas=replicas)
     decision = await disrupt(
         _site(ctx, desired.owner), memory, spec, source="reconcile", candidates=[*candidates, *more]
     )
@@ -255,7 +264,9 @@ async def _apply_group(ctx: Context, desired: Desired, pods: list[PodView], memo
     return acted or decision.action is not None
 
 
-async def _apply(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
+async def _apply(
+    ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory, rollout: Rollout | None = None
+) -> bool:
     """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done. Groups
     of an earlier multi-node spec make way for single-node pods one budgeted decision at a time."""
     if desired.multi_node:
@@ -263,7 +274,7 @@ async def _apply(ctx: Context, desired: Desired, pods: list[PodView], memory: Se
     owner, replicas = desired.owner, desired.engines.replicas
     plain = [p for p in pods if p.worker_index is None]
     if len(plain) == len(pods):
-        return await _apply_pod_actions(ctx, desired, plain, memory, replicas=replicas)
+        return await _apply_pod_actions(ctx, desired, plain, memory, replicas=replicas, rollout=rollout)
     plan = plan_pods_beside_groups(replicas=replicas, pods=pods)
     # no group serves: removing the set costs nothing
     if plan.remove_set and await ctx.kube.delete(LWS, owner.namespace, lws_name(owner), foreground=True):
@@ -291,7 +302,9 @@ async def _settled(step: Awaitable[T]) -> T | Exception:
         return exc
 
 
-async def _guarded_apply(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
+async def _guarded_apply(
+    ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory, rollout: Rollout | None = None
+) -> bool:
     """The NetworkPolicy and the pod actions, concurrently: a new service's pod waits for one API write,
     not two. Fail closed all the same: when the policy cannot be made, the pods this pass created are
     deleted (an engine listens only after its weights load, minutes after the create, so none served
@@ -302,13 +315,13 @@ async def _guarded_apply(ctx: Context, desired: Desired, pods: list[PodView], me
     if memory.policy_failed or desired.multi_node:
         await ensure_network_policy(ctx.kube, ctx.events, desired)
         memory.policy_failed = False
-        return await _apply(ctx, desired, pods, memory)
+        return await _apply(ctx, desired, pods, memory, rollout)
     # the pods in this task, the policy in a task beside it: the pod create goes to the API client at
     # once, while a new task waits its turn behind the whole loop (at 200 services on 2 cores the policy
     # task that a gather started first delayed the pod create by 2-26 ms; docs/scale.md)
     guard = asyncio.create_task(ensure_network_policy(ctx.kube, ctx.events, desired), name=f"policy {owner.name}")
     try:
-        applied = await _settled(_apply(ctx, desired, pods, memory))
+        applied = await _settled(_apply(ctx, desired, pods, memory, rollout))
         policy = await _settled(guard)
     finally:
         guard.cancel()  # a no-op once it is done; a cancelled pass leaves no policy create behind
@@ -335,8 +348,11 @@ def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[
     return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
 
 
-def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None) -> str:
-    # the key's Secret version rolls single-node pods; LWS groups keep their own template hash
+def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None, rollout: Rollout | None = None) -> str:
+    # the key's Secret version rolls single-node pods; LWS groups keep their own template hash; a rollout
+    # that holds on the current revision (rolled back, or judging one pod) counts against that revision
+    if rollout is not None:
+        return spec_hash(rollout.target.engines, key_version=key_version)
     return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec, key_version=key_version)
 
 
@@ -359,14 +375,27 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
     routing = [c for c in (previous_condition(previous),) if c is not None]
     pair: Pair | None = None
+    rollout: Rollout | None = None
     extra = dict(memory.extra_status)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
         # API call (issue 14)
         desired = _desired(ctx, parsed, owner, key_version)  # a P/D split's engines are its roles'
-        if await _guarded_apply(ctx, desired, pods, memory):
+        rollout = await plan_rollout(
+            ctx.kube,
+            ctx.events,
+            desired,
+            raw_spec=body["spec"],
+            pods=pods,
+            previous=previous,
+            memory=memory,
+            now=ctx.now(),
+        )
+        if await _guarded_apply(ctx, desired, pods, memory, rollout):
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
+        if rollout is not None:
+            await keep_revision(ctx.kube, desired, rollout, memory)
         await ensure_service(ctx.kube, ctx.events, desired)
         await ensure_pdb(ctx.kube, ctx.events, desired)
         router = await ensure_router(ctx.kube, ctx.events, desired)
@@ -376,6 +405,9 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, previous))
+        if rollout is not None:  # revisions and the last rollout (controller/rollout.py)
+            extra.update(rollout.extra)
+            routing += [rollout.condition] if rollout.condition is not None else []
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
@@ -386,7 +418,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     observed = Observed(
         generation=generation,
         replicas=parsed.spec.replicas if parsed else _raw_replicas(body),
-        spec_hash=_current_hash(parsed.spec, key_version) if parsed and valid else None,
+        spec_hash=_current_hash(parsed.spec, key_version, rollout) if parsed and valid else None,
         pods=_served_pods(parsed, pods),
         service=owner.name,
         endpoint=service_url(parsed.spec, owner) if parsed and valid else None,

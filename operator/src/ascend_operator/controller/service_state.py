@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ascend_operator.api.status import Roll
 from ascend_operator.autoscale import Window
+from ascend_operator.controller.rollout_memory import RolloutMemory
 from ascend_operator.controller.status import LIVE_KEYS, ConditionRecord, PodFault, changed_keys
 from ascend_operator.disruption import Candidate
 
@@ -66,12 +67,14 @@ class ServiceMemory:
     written: dict[str, Any] = field(default_factory=dict)
     """The status this process last wrote: newer than kopf's copy of the object until the watch brings
     the write back, so a pass woken meanwhile neither writes it again nor posts its events twice."""
+    rollout: RolloutMemory = field(default_factory=RolloutMemory)
+    """A judged rollout's revisions, window and verdict (spec.rollout.analysis, controller/rollout.py)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by one disruption decision at a time, so the two loops never decide on the same pods at once."""
 
     def verdicts(self) -> tuple[object, ...]:
         """What the health loop found that the status shows at once (a change wakes the reconcile loop)."""
-        return (dict(self.pod_faults), list(self.overrides))
+        return (dict(self.pod_faults), list(self.overrides), self.rollout.concluded)
 
     def previous(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
         """The status as it stands: kopf's copy of the stored one, overlaid with this process's last write."""

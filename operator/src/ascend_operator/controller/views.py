@@ -16,6 +16,7 @@ from ascend_operator.api.constants import (
     ANNOTATION_SPEC_HASH,
     KNOWN_NPU_RESOURCES,
     LABEL_REPLICA,
+    LABEL_REVISION,
     LWS_GROUP_INDEX_LABEL,
     LWS_WORKER_INDEX_LABEL,
     READINESS_GATE,
@@ -58,6 +59,8 @@ class PodView:
     """The drift baseline annotation as stored (JSON), None when none was written."""
     chips: frozenset[str] = frozenset()
     """The NPUs the device plugin mounted into the pod (its `huawei.com/AscendReal` annotation)."""
+    revision: str | None = None
+    """The ControllerRevision digest the pod was rendered from (its label), None on older pods."""
 
     @property
     def leader_or_single(self) -> bool:
@@ -147,4 +150,5 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),
         chips=pod_chips(meta.get("annotations")),
+        revision=(meta.get("labels") or {}).get(LABEL_REVISION),
     )

@@ -87,6 +87,11 @@ KINDS: Mapping[RollReason, Kind] = MappingProxyType(
             "forced out, since no kubelet will confirm the deletion, its successor kept off the node",
             force=True,
         ),
+        RollReason.ROLLED_BACK: Kind(
+            why="the new revision's first replica was worse than the previous revision's under the same traffic "
+            "(spec.rollout.analysis): it goes back to the previous revision, drained",
+            drains=True,
+        ),
     }
 )
 

@@ -17,6 +17,7 @@ from ascend_operator.api.constants import (
     ENGINE_CONTAINER,
     KIND,
     LABEL_REPLICA,
+    LABEL_REVISION,
     LABEL_SERVICE,
     MANAGED_BY,
     NPU_RESOURCE,
@@ -313,7 +314,12 @@ def build_pod(
         "metadata": {
             "name": pod_name(owner, replica),
             "namespace": owner.namespace,
-            "labels": {**spec.pod_metadata.labels, **common_labels(owner), LABEL_REPLICA: str(replica)},
+            "labels": {
+                **spec.pod_metadata.labels,
+                **common_labels(owner),
+                LABEL_REPLICA: str(replica),
+                LABEL_REVISION: spec_hash(spec),  # the ControllerRevision it runs (controller/revisions.py)
+            },
             "annotations": {
                 **spec.pod_metadata.annotations,
                 **queue_annotations(spec),
