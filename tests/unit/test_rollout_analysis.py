@@ -15,13 +15,16 @@ def _hist(values: list[float]) -> tuple[tuple[float, float], ...]:
 
 
 def _pod(*, requests: int, ttft: float, tpot: float, tokens_per_s: float, running: float, waiting: float,
-         seconds: float = 60.0) -> list[EngineSample]:  # fmt: skip
-    """Two scrapes `seconds` apart: `requests` first tokens at `ttft`, decode at `tpot`, in between."""
+         seconds: float = 60.0, errors: float = 0.0) -> list[EngineSample]:  # fmt: skip
+    """Two scrapes `seconds` apart: `requests` first tokens at `ttft`, decode at `tpot`, in between; as many
+    requests finished, `errors` of them with an engine error (finished_reason "error")."""
     start = EngineSample(t=0.0, running=running, waiting=waiting, ttft=_hist([]), tpot=_hist([]))
     end = EngineSample(
         t=seconds,
         running=running,
         waiting=waiting,
+        finished=requests + errors,
+        errored=errors,
         generation_tokens=tokens_per_s * seconds,
         ttft=_hist([ttft] * requests),
         tpot=_hist([tpot] * requests * 50),
@@ -50,6 +53,11 @@ def _verdict(canary: dict[str, float], *, baselines: int = 2, failures: int = 0)
         ({"tpot": 0.06}, 0, (Outcome.FAILED, "TPOT")),  # a slower image per token
         ({"tokens_per_s": 200.0}, 0, (Outcome.FAILED, "TokensPerRequest")),
         ({"waiting": 5.0}, 0, (Outcome.FAILED, "Queue")),
+        # engine errors (500s): a share above the baseline's by more than 2% fails, one error never decides,
+        # and a revision that errors before any first token is judged, not waited for
+        ({"errors": 5}, 0, (Outcome.FAILED, "Errors")),
+        ({"errors": 1}, 0, (Outcome.PASSED, "")),
+        ({"requests": 0, "errors": 30}, 0, (Outcome.FAILED, "Errors")),
         ({}, 1, (Outcome.FAILED, "CanaryFailures")),  # generation canaries failed: whatever the traffic
         ({"requests": 3}, 1, (Outcome.FAILED, "CanaryFailures")),
         # too little traffic on either side: extend the window, never guess
@@ -91,3 +99,20 @@ def test_figures_merge_pods_and_read_rates() -> None:
     assert f.requests == 120
     assert f.tokens_per_request == pytest.approx(800 / 24)
     assert f.waiting == pytest.approx(1.0)
+    assert (f.finished, f.errors) == (120, 0)
+
+
+def test_engine_errors_are_read_from_vllms_request_success_counter() -> None:
+    """vLLM 0.25.1 counts an errored request as vllm:request_success{finished_reason="error"} (loggers.py:676-
+    690; FinishReason.ERROR, v1/engine/__init__.py:42-61): the scrape reads it beside the other reasons."""
+    from ascend_operator.health.samples import parse_metrics
+
+    text = (
+        "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+        "# TYPE vllm:request_success_total counter\n"
+        'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 7.0\n'
+        'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 2.0\n'
+        'vllm:request_success_total{engine="0",finished_reason="error",model_name="m"} 3.0\n'
+    )
+    sample = parse_metrics(text, t=0.0)
+    assert (sample.finished, sample.errored) == (12.0, 3.0)

@@ -52,6 +52,15 @@ class AnalysisThresholds(ApiModel):
         description="Requests waiting (vllm:num_requests_waiting, the window's mean) on the new replica beyond "
         "the previous replicas' mean per replica; above it: rolled back.",
     )
+    error_rate: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="Share of the new replica's finished requests that ended in an engine error (vLLM 0.25.1's "
+        "finished_reason `error`, a request-level internal error always answered 500: vllm/v1/engine/"
+        "__init__.py:42-61, counted by vllm:request_success) beyond the previous replicas' share; above it, with "
+        "at least two such errors: rolled back.",
+    )
     canary_failures: int = Field(
         default=0,
         ge=0,

@@ -60,6 +60,10 @@ class EngineSample:
     """Prompt tokens whose KV arrived from another engine (`prompt_tokens_by_source{source=
     "external_kv_transfer"}`): it advances each time a decode engine's transfer completed."""
     preemptions: float = 0.0
+    finished: float = 0.0
+    """Requests the engine finished, for any reason (`vllm:request_success_total`)."""
+    errored: float = 0.0
+    """Of those, finished with an engine error (`finished_reason="error"`: always a 500 to the client)."""
     prefix_queries: float = 0.0
     prefix_hits: float = 0.0
     spec_drafts: float | None = None
@@ -175,6 +179,7 @@ READ: dict[str, frozenset[str]] = {
             M.NUM_PREEMPTIONS,
             M.PREFIX_CACHE_QUERIES,
             M.PREFIX_CACHE_HITS,
+            M.REQUEST_SUCCESS,
             M.SPEC_DECODE_NUM_DRAFTS,
             M.SPEC_DECODE_NUM_DRAFT_TOKENS,
             M.SPEC_DECODE_NUM_ACCEPTED_TOKENS,
@@ -238,6 +243,8 @@ def sample_of(fam: Mapping[str, Metric], *, t: float) -> EngineSample:
         deferred=_labelled(fam.get(M.NUM_REQUESTS_WAITING_BY_REASON.name), "reason", "deferred"),
         external_prompt_tokens=_labelled(fam.get(M.PROMPT_TOKENS_BY_SOURCE.name), "source", "external_kv_transfer"),
         preemptions=counter(M.NUM_PREEMPTIONS.name),
+        finished=counter(M.REQUEST_SUCCESS.name),
+        errored=_labelled(fam.get(M.REQUEST_SUCCESS.name), "finished_reason", "error"),
         prefix_queries=counter(M.PREFIX_CACHE_QUERIES.name),
         prefix_hits=counter(M.PREFIX_CACHE_HITS.name),
         spec_drafts=counter(M.SPEC_DECODE_NUM_DRAFTS.name) if spec else None,

@@ -7,7 +7,8 @@ differ by the spec change and not by the load. The figures come from what the he
 
 - `figures` reduces each side's scrapes over the window to the signals (TTFT and TPOT p90 from the
   histograms merged over the side's pods, output tokens/s per running request, mean waiting requests per
-  replica, canary failures, requests that got a first token);
+  replica, canary failures, requests that got a first token, requests finished and those finished with an
+  engine error);
 - `judge` runs `CHECKS`, an ordered chain of func(input) -> (reason, message, failed, canary, baseline):
   the first that fails decides. `TooLittleTraffic` failing means extend the window, never guess;
   any other failing check means the new revision is worse and goes back.
@@ -45,6 +46,14 @@ class Figures:
     waiting: float = 0.0
     """Mean waiting requests per replica over the window's scrapes."""
     canary_failures: int = 0
+    finished: float = 0.0
+    """Requests the engine finished in the window, for any reason."""
+    errors: float = 0.0
+    """Of those, finished with an engine error (vLLM's finished_reason `error`: a 500 to the client)."""
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.finished if self.finished > 0 else 0.0
 
 
 def _merged(pods: Sequence[Sequence[EngineSample]], read: Callable[[EngineSample], Buckets]) -> Buckets:
@@ -73,6 +82,8 @@ def figures(pods: Sequence[Sequence[EngineSample]], *, canary_failures: int = 0)
         tokens_per_request=tokens / running if running > 0 else None,
         waiting=sum(sum(x.waiting for x in s) / len(s) for s in spans) / len(spans) if spans else 0.0,
         canary_failures=canary_failures,
+        finished=sum(increase(s, lambda x: x.finished) for s in spans),
+        errors=sum(increase(s, lambda x: x.errored) for s in spans),
     )
 
 
@@ -105,6 +116,25 @@ def canary_failures(i: Input) -> Finding:
     if n > limit:
         return Finding("CanaryFailures", f"{n} generation canaries failed (more than {limit})", True, n, 0)
     return _ok("CanaryFailures")
+
+
+#: Engine errors on the new replica below this count never decide, whatever the share (one KV load failure
+#: is not a pattern).
+MIN_ERRORS = 2
+
+
+def errors(i: Input) -> Finding:
+    """Requests the engine ended with an error (a 500): before the traffic check, since a revision that errors
+    on every request before its first token would otherwise only ever extend the window."""
+    c, b = i.canary.error_rate, i.baseline.error_rate
+    limit = i.thresholds.error_rate
+    if i.canary.errors < MIN_ERRORS or c - b <= limit:
+        return _ok("Errors")
+    why = (
+        f"{i.canary.errors:g} of {i.canary.finished:g} requests on the new replica ended in an engine error "
+        f"({c:.1%}) against {b:.1%} on the previous replicas (limit +{limit:.0%})"
+    )
+    return Finding("Errors", why, True, c, b)
 
 
 def too_little_traffic(i: Input) -> Finding:
@@ -163,7 +193,7 @@ def queue(i: Input) -> Finding:
 
 Check = Callable[[Input], Finding]
 #: In order: the first failing check decides.
-CHECKS: tuple[Check, ...] = (canary_failures, too_little_traffic, ttft, tpot, tokens_per_request, queue)
+CHECKS: tuple[Check, ...] = (canary_failures, errors, too_little_traffic, ttft, tpot, tokens_per_request, queue)
 
 
 class Outcome(StrEnum):
