@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import aiohttp
 
-from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import ROOT, Cluster
 from harness.product import AISCTL as AISCTL
 from harness.product import AISSIM as AISSIM
@@ -31,6 +29,7 @@ from harness.product import label_nodes as label_nodes
 from harness.product import liveness_port as liveness_port
 from harness.product import start as start
 from harness.product import start_operator as start_operator
+from harness.product import write_plugin_report
 
 CRD = ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 CRD_NAME = "ascendinferenceservices.inference.ascend.dev"
@@ -52,22 +51,7 @@ def sim(base: str, method: str, body: dict[str, Any] | None = None) -> None:
 
 def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]]) -> None:
     """The device plugin's report of `node` with `faults`, every faulty chip Unhealthy (no Volcano here)."""
-    devices = {
-        "huawei.com/Ascend910": "",
-        "huawei.com/Ascend910-Fault": json.dumps(faults),
-        "huawei.com/Ascend910-NetworkUnhealthy": "",
-        "huawei.com/Ascend910-Recovering": "",
-        "huawei.com/Ascend910-Unhealthy": ",".join(f["npu_name"] for f in faults),
-    }
-    device_info = {"DeviceList": devices, "UpdateTime": int(time.time())}
-    info = {"DeviceInfo": device_info, "SuperPodID": -2, "CheckCode": check_code(device_info)}
-    body = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"mindx-dl-deviceinfo-{node}", "labels": {"mx-consumer-cim": "true"}},
-        "data": {"DeviceInfoCfg": json.dumps(info)},
-    }
-    cluster.apply(body, namespace="kube-system")
+    write_plugin_report(cluster, node, faults)
 
 
 def mount_chips(cluster: Cluster, namespace: str, pod: str) -> None:

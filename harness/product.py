@@ -9,6 +9,7 @@ had already drifted (one example() merged `engine`, the other replaced it).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import ROOT, Cluster
 
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
@@ -109,3 +111,29 @@ def chip_fault(chip: str, level: str, codes: str, *, age: float = 1.0) -> dict[s
         "fault_code": codes,
         "fault_time_and_level_map": {c: {"fault_time": at, "fault_level": level} for c in codes.split(",")},
     }
+
+
+def write_plugin_report(
+    cluster: Cluster, node: str, faults: list[dict[str, Any]], *, unhealthy: list[str] | None = None, free: str = ""
+) -> None:
+    """The device plugin's ConfigMap for `node` as the plugin writes it (ascend910.go:664-676; proto.go:36-42,
+    222-236): kube-system/mindx-dl-deviceinfo-<node>, labelled mx-consumer-cim=true, its DeviceInfoCfg with the
+    CheckCode the plugin computes; `unhealthy` the chips it lists Unhealthy (every faulty chip by default),
+    `free` the healthy chips it still offers."""
+    listed = [f["npu_name"] for f in faults] if unhealthy is None else unhealthy
+    devices = {
+        "huawei.com/Ascend910": free,
+        "huawei.com/Ascend910-Fault": json.dumps(faults),
+        "huawei.com/Ascend910-NetworkUnhealthy": "",
+        "huawei.com/Ascend910-Recovering": "",
+        "huawei.com/Ascend910-Unhealthy": ",".join(listed),
+    }
+    device_info = {"DeviceList": devices, "UpdateTime": int(time.time())}
+    info = {"DeviceInfo": device_info, "SuperPodID": -2, "CheckCode": check_code(device_info)}
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"mindx-dl-deviceinfo-{node}", "labels": {"mx-consumer-cim": "true"}},
+        "data": {"DeviceInfoCfg": json.dumps(info)},
+    }
+    cluster.apply(body, namespace="kube-system")

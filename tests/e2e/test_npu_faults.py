@@ -24,7 +24,7 @@ import pytest
 
 from ascend_operator.contract.mindcluster import check_code
 from harness.cluster import Cluster, wait_for
-from harness.product import chip_fault
+from harness.product import chip_fault, write_plugin_report
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,
@@ -91,22 +91,7 @@ def plugin_report(cluster: Cluster, node: str, faults: list[dict[str, Any]], *, 
     unhealthy = [
         f["npu_name"] for f in faults if not (f["fault_handling"] == "PreSeparateNPU" and f["npu_name"] in held)
     ]
-    devices = {
-        "huawei.com/Ascend910": free,
-        "huawei.com/Ascend910-Fault": json.dumps(faults),
-        "huawei.com/Ascend910-NetworkUnhealthy": "",
-        "huawei.com/Ascend910-Recovering": "",
-        "huawei.com/Ascend910-Unhealthy": ",".join(unhealthy),
-    }
-    device_info = {"DeviceList": devices, "UpdateTime": int(time.time())}
-    info = {"DeviceInfo": device_info, "SuperPodID": -2, "CheckCode": check_code(device_info)}
-    body = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"mindx-dl-deviceinfo-{node}", "labels": {"mx-consumer-cim": "true"}},
-        "data": {"DeviceInfoCfg": json.dumps(info)},
-    }
-    cluster.apply(body, namespace="kube-system")
+    write_plugin_report(cluster, node, faults, unhealthy=unhealthy, free=free)
 
 
 def noded_report(cluster: Cluster, node: str, status: str, faults: list[dict[str, Any]]) -> None:
