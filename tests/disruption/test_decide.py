@@ -317,14 +317,23 @@ CASES = [
         {},
     ),
     (
-        "an engine that stops answering mid-drain is deleted (NotDrained)",
+        "an engine that stops answering mid-drain for a stall window is deleted (NotDrained)",
         [],
-        [replace(draining("a-0", NOW - 60, None), answering=False), ready("a-1")],
+        [replace(draining("a-0", NOW - 60, None), silent_since=NOW - 30), ready("a-1")],
         [],
         2,
         Delete(
             pod="a-0", uid="u-a-0", reason=R.DRIFT, message="m (drained 60s: NotDrained)", drain=DrainResult.NOT_DRAINED
         ),
+        {},
+    ),
+    (
+        "one unanswered scrape mid-drain is a busy engine, not a dead one: the drain goes on",
+        [],
+        [replace(draining("a-0", NOW - 60, None), silent_since=NOW - 2), ready("a-1")],
+        [],
+        2,
+        None,
         {},
     ),
     (

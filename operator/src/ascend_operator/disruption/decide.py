@@ -4,7 +4,7 @@ Order of business in one pass:
 1. a drain in progress ends first: its pod is deleted once its running + waiting requests reach 0 at a
    scrape taken at least `settle_seconds` after the drain started (so a request routed before the Service
    dropped the pod is counted), when
-   `drainSeconds` passes, or at once when the engine stopped answering;
+   `drainSeconds` passes, or once the engine has not answered a scrape for a stall window;
 2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
    then planned ones in replica order. For each, the chain `REFUSALS` in order (each rule a function of
    `RuleInput` returning (reason, message, refused)); the first that refuses holds it:
@@ -74,7 +74,7 @@ class Decision:
 def _drain_end(pod: PodState, *, now: float, cfg: DisruptionConfig) -> DrainResult | None:
     since = pod.draining_since
     assert since is not None
-    if not pod.answering:
+    if pod.silent_since is not None and now - pod.silent_since >= cfg.health.stall.window_seconds:
         return DrainResult.NOT_DRAINED
     if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - since >= cfg.settle_seconds:
         return DrainResult.COMPLETED
