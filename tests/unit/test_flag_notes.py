@@ -10,15 +10,15 @@ from ascend_operator.reference import alias_path, flag_notes, note
 def _field_info(path: tuple[str, ...]):  # type: ignore[no-untyped-def]
     from pydantic import BaseModel
 
+    from ascend_operator.api.docs import model_of
     from ascend_operator.api.spec import AscendInferenceServiceSpec
-    from ascend_operator.reference import _model_of
 
     model: type[BaseModel] | None = AscendInferenceServiceSpec
     info = None
     for step in path:
         assert model is not None
         info = next(i for name, i in model.model_fields.items() if (i.alias or name) == step)
-        model = _model_of(info.annotation)
+        model = model_of(info.annotation)
     return info
 
 

@@ -15,14 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ascend_operator.api.docs import with_table
+from ascend_operator.api.docs import model_of, with_table
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract.flags import TYPED, Flag, Form
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    candidates = [annotation, *getattr(annotation, "__args__", ())]
-    return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
 
 def alias_path(field: str, model: type[BaseModel] = AscendInferenceServiceSpec) -> tuple[str, ...] | None:
@@ -35,7 +30,7 @@ def alias_path(field: str, model: type[BaseModel] = AscendInferenceServiceSpec) 
         if info is None:
             return None
         steps.append(info.alias or part)
-        current = _model_of(info.annotation)
+        current = model_of(info.annotation)
     return tuple(steps)
 
 

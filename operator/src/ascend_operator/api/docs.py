@@ -18,7 +18,8 @@ from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import AscendInferenceServiceStatus
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's annotation holds (itself, or one member of a union such as `X | None`)."""
     candidates = [annotation, *getattr(annotation, "__args__", ())]
     return next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
 
@@ -51,7 +52,7 @@ def _rows(model: type[BaseModel], prefix: str, notes: Mapping[str, str]) -> list
     rows = []
     for name, info in model.model_fields.items():
         path = f"{prefix}.{info.alias or name}"
-        nested = _model_of(info.annotation)
+        nested = model_of(info.annotation)
         text = " ".join(t for t in (info.description or "", notes.get(path, "")) if t) + _values(info.annotation)
         rows.append((path, _default(info), text.replace("|", "\\|").replace("\n", " ")))
         if nested is not None:
