@@ -319,7 +319,7 @@ CASES = [
     (
         "an engine that stops answering mid-drain for a stall window is deleted (NotDrained)",
         [],
-        [replace(draining("a-0", NOW - 60, None), silent_since=NOW - 30), ready("a-1")],
+        [replace(draining("a-0", NOW - 60, None), unanswered_since=NOW - 30), ready("a-1")],
         [],
         2,
         Delete(
@@ -330,7 +330,7 @@ CASES = [
     (
         "one unanswered scrape mid-drain is a busy engine, not a dead one: the drain goes on",
         [],
-        [replace(draining("a-0", NOW - 60, None), silent_since=NOW - 2), ready("a-1")],
+        [replace(draining("a-0", NOW - 60, None), unanswered_since=NOW - 2), ready("a-1")],
         [],
         2,
         None,

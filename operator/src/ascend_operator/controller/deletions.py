@@ -101,7 +101,7 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
                 drain_message=drain.get("message", ""),
                 in_flight=flight if p.uid in memory.in_flight else None,
                 in_flight_at=memory.scraped_at if p.uid in memory.in_flight else None,
-                silent_since=memory.silent_since.get(p.uid) if p.uid in memory.in_flight and flight is None else None,
+                unanswered_since=memory.unanswered_since.get(p.uid),
             )
         )
     return states

@@ -166,7 +166,9 @@ def _share(
         uid: None if s is None else round(s.running + s.waiting) + int(holds_kv and s.kv_usage > 0)
         for uid, s in samples.items()
     }
-    memory.silent_since = {uid: memory.silent_since.get(uid, scraped_at) for uid, s in samples.items() if s is None}
+    memory.unanswered_since = {
+        uid: memory.unanswered_since.get(uid, scraped_at) for uid, s in samples.items() if s is None
+    }
     memory.scraped_at = scraped_at
     memory.served = {uid for uid, health in state.pods.items() if health.served}
 

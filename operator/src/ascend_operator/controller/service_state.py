@@ -39,7 +39,7 @@ class ServiceMemory:
     """Pod uid -> running + waiting requests at the health loop's last scrape (None: no answer)."""
     scraped_at: float | None = None
     """Wall-clock epoch seconds of the health loop's last scrape (the time of `in_flight`)."""
-    silent_since: dict[str, float] = field(default_factory=dict)
+    unanswered_since: dict[str, float] = field(default_factory=dict)
     """Pod uid -> `scraped_at` of the first of its unanswered scrapes up to the last one (answered: absent)."""
     served: set[str] = field(default_factory=set)
     """Uids of pods the health loop has seen Ready (their startup grace is over)."""

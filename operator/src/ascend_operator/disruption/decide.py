@@ -74,7 +74,7 @@ class Decision:
 def _drain_end(pod: PodState, *, now: float, cfg: DisruptionConfig) -> DrainResult | None:
     since = pod.draining_since
     assert since is not None
-    if pod.silent_since is not None and now - pod.silent_since >= cfg.health.stall.window_seconds:
+    if pod.unanswered_since is not None and now - pod.unanswered_since >= cfg.health.stall.window_seconds:
         return DrainResult.NOT_DRAINED
     if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - since >= cfg.settle_seconds:
         return DrainResult.COMPLETED

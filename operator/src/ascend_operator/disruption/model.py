@@ -146,7 +146,7 @@ class PodState:
     """vllm:num_requests_running + vllm:num_requests_waiting at the last scrape; None when unknown."""
     in_flight_at: float | None = None
     """Epoch seconds of that scrape: only a scrape taken after the drain settled can complete it."""
-    silent_since: float | None = None
+    unanswered_since: float | None = None
     """Epoch seconds of the first of the unanswered scrapes up to the last one (an engine that died while
     draining), None when the last scrape was answered. One unanswered scrape is not a dead engine: a busy
     engine on a loaded host can miss a scrape's timeout while it still streams (seen on the real engine)."""
