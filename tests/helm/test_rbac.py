@@ -25,21 +25,9 @@ def table_rules(*gates: str) -> list[dict[str, Any]]:
     """The rules the table of kinds (clients/resources.py) asks for with these chart values on, in the
     table's order, then the Secrets rule (the chart writes it from its values): what every Role or
     ClusterRole of the operator's namespaced rules must hold, exactly."""
-    from ascend_operator.clients.resources import RESOURCES, VERB_ORDER
+    from ascend_operator.clients.rbac import granted
 
-    def rule(group: str, resource: str, verbs: frozenset[str]) -> dict[str, Any]:
-        return {"apiGroups": [group], "resources": [resource], "verbs": [v for v in VERB_ORDER if v in verbs]}
-
-    rules = []
-    for res in RESOURCES:
-        if res.templated or (res.gate and res.gate not in gates):
-            continue
-        gated = {verb for verb, _ in res.verb_gates}
-        rules.append(rule(res.group, res.plural, res.rbac_verbs() - gated))
-        if status := res.rbac_verbs(status=True):
-            rules.append(rule(res.group, f"{res.plural}/status", status))
-        rules += [rule(res.group, res.plural, frozenset({verb})) for verb, gate in res.verb_gates if gate in gates]
-    return [*rules, SECRETS_RULE]
+    return [*granted(*gates), SECRETS_RULE]
 
 
 NAMESPACED_RULES = table_rules()

@@ -13,6 +13,7 @@ import pathlib
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from ascend_operator.clients.resources import RESOURCES, VERB_ORDER, Resource
 
@@ -26,24 +27,64 @@ rbac.yaml includes it in every Role or ClusterRole of the operator's namespaced 
 """
 
 
-def _rule(group: str, resource: str, verbs: frozenset[str], why: str) -> list[str]:
-    comment = textwrap.wrap(why, width=104, initial_indent="  # ", subsequent_indent="  # ")
-    ordered = ", ".join(f'"{v}"' for v in VERB_ORDER if v in verbs)
-    return [*comment, f'  - apiGroups: ["{group}"]', f'    resources: ["{resource}"]', f"    verbs: [{ordered}]"]
+class Grant(NamedTuple):
+    """One RBAC rule a row asks for, and the chart values it needs (all of them on)."""
+
+    gates: tuple[str, ...]
+    group: str
+    resource: str
+    verbs: frozenset[str]
+    why: str
+
+    def rule(self) -> dict[str, Any]:
+        """The rule as the API server stores it, verbs in the chart's order."""
+        ordered = [v for v in VERB_ORDER if v in self.verbs]
+        return {"apiGroups": [self.group], "resources": [self.resource], "verbs": ordered}
 
 
-def _gated(gate: str, lines: list[str]) -> list[str]:
-    return [f"  {{{{- if .Values.{gate} }}}}", *lines, "  {{- end }}"] if gate else lines
+def _grants(res: Resource) -> list[Grant]:
+    """The rules of one row: its verbs, its status subresource, then each verb gated by a chart value."""
+    base = (res.gate,) if res.gate else ()
+    gated = {verb for verb, _ in res.verb_gates}
+    found = [Grant(base, res.group, res.plural, res.rbac_verbs() - gated, res.why)]
+    if status := res.rbac_verbs(status=True):
+        why = f"{res.kind} status (the status subresource)."
+        found.append(Grant(base, res.group, f"{res.plural}/status", status, why))
+    for verb, gate in res.verb_gates:
+        why = f"{res.kind} {verb}: only with {gate}."
+        found.append(Grant((*base, gate), res.group, res.plural, frozenset({verb}), why))
+    return found
+
+
+def granted(*on: str) -> list[dict[str, Any]]:
+    """The rules of every row the chart writes, in the table's order, with these chart values on: what the
+    template renders to (tests/helm/test_rbac.py holds the chart to it)."""
+    return [
+        g.rule() for res in RESOURCES if not res.templated for g in _grants(res) if all(gate in on for gate in g.gates)
+    ]
+
+
+def _lines(grant: Grant) -> list[str]:
+    comment = textwrap.wrap(grant.why, width=104, initial_indent="  # ", subsequent_indent="  # ")
+    verbs = ", ".join(f'"{v}"' for v in grant.rule()["verbs"])
+    return [
+        *comment,
+        f'  - apiGroups: ["{grant.group}"]',
+        f'    resources: ["{grant.resource}"]',
+        f"    verbs: [{verbs}]",
+    ]
+
+
+def _gated(gates: tuple[str, ...], lines: list[str]) -> list[str]:
+    for gate in reversed(gates):
+        lines = [f"  {{{{- if .Values.{gate} }}}}", *lines, "  {{- end }}"]
+    return lines
 
 
 def _rules(res: Resource) -> Iterator[str]:
-    gated = {verb for verb, _ in res.verb_gates}
-    body = _rule(res.group, res.plural, res.rbac_verbs() - gated, res.why)
-    if status := res.rbac_verbs(status=True):
-        body += _rule(res.group, f"{res.plural}/status", status, f"{res.kind} status (the status subresource).")
-    for verb, gate in res.verb_gates:
-        body += _gated(gate, _rule(res.group, res.plural, frozenset({verb}), f"{res.kind} {verb}: only with {gate}."))
-    yield from _gated(res.gate, body)
+    base = (res.gate,) if res.gate else ()
+    body = [line for g in _grants(res) for line in _gated(g.gates[len(base) :], _lines(g))]
+    yield from _gated(base, body)
 
 
 def owned_rules() -> str:
