@@ -59,7 +59,7 @@ from ascend_operator.health.machine import (
     resume,
     step,
 )
-from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss, silent_since
+from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.health.stall import decode_slots
@@ -245,7 +245,7 @@ def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput)
     the new leader would only recreate the group again, while the worker's name is what the group's
     successor waits for."""
     node = check.node
-    silence = silent_since(node, now=check.now) if node is not None else None
+    silence = check.silence
     # the node last reported at its Lease's last renewal (the silence is seen only when the Lease expires,
     # up to its 40 s later: a leader a stall roll recreated in between is already a new group)
     heard = None if node is None else node.lease_renewed

@@ -28,6 +28,7 @@ The chain (`CHAIN`): rules `(NodeLossInput) -> (reason, message, failed)`; a rul
 returns `PASS`, the first that says something decides; `failed` True only for the last one: the pod is lost.
 """
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -113,6 +114,11 @@ class NodeLossInput:
     window: float
     """spec.health.nodeLostSeconds."""
 
+    @functools.cached_property
+    def silence(self) -> tuple[float, str] | None:
+        """`silent_since` of the node at `now`, read once for every rule (None: it reports, or no node)."""
+        return None if self.node is None else silent_since(self.node, now=self.now)
+
 
 Verdict = tuple[str, str, bool]
 Rule = Callable[[NodeLossInput], Verdict]
@@ -141,7 +147,7 @@ def engine_answers(i: NodeLossInput) -> Verdict:
 def node_reports(i: NodeLossInput) -> Verdict:
     """A node that reports is live: a pod slow to terminate there is never forced."""
     assert i.node is not None
-    if silent_since(i.node, now=i.now) is None:
+    if i.silence is None:
         return "NodeReports", f"node {i.node.name} reports (Ready {i.node.ready or 'unset'}, Lease fresh)", False
     return PASS
 
@@ -149,9 +155,8 @@ def node_reports(i: NodeLossInput) -> Verdict:
 def within_window(i: NodeLossInput) -> Verdict:
     """Silent for less than spec.health.nodeLostSeconds: a kubelet restart or a short partition comes back."""
     assert i.node is not None
-    found = silent_since(i.node, now=i.now)
-    assert found is not None
-    since, why = found
+    assert i.silence is not None
+    since, why = i.silence
     if i.now - since < i.window:
         message = f"node {i.node.name} silent for {i.now - since:.0f}s ({why}); gives up at {i.window:.0f}s"
         return "NodeSilent", message, False
@@ -161,9 +166,8 @@ def within_window(i: NodeLossInput) -> Verdict:
 def lost(i: NodeLossInput) -> Verdict:
     """Silent past the window and the engine unreachable: the pod is given up."""
     assert i.node is not None
-    found = silent_since(i.node, now=i.now)
-    assert found is not None
-    since, why = found
+    assert i.silence is not None
+    since, why = i.silence
     message = (
         f"node {i.node.name} silent for {i.now - since:.0f}s ({why}) and the engine of pod {i.pod} does not "
         f"answer: no kubelet will finish it"
