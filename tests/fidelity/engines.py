@@ -108,6 +108,7 @@ def pair(python: str, args: list[str], tmp: Path, *, real_at: Address, sim_at: A
                 lambda: os.kill(pid, signal.SIGCONT),
                 terminate=lambda: real.popen.send_signal(signal.SIGTERM),
                 running=lambda: real.popen.poll() is None,
+                outlast=6,
             ),
             sc.Target(
                 "aissim",

@@ -50,6 +50,10 @@ class Target:
     running: Callable[[], bool]
     """Whether that process still runs."""
     key: str = KEY
+    outlast: int = 1
+    """How many times C4_TOKENS and HANG_TOKENS this engine's long outputs are. vLLM on CPU decodes the tiny
+    dummy model at ~500 tok/s a stream, ~20x aissim's step: at 1x its four 512-token streams ended before a
+    client thread on a loaded 2-core CI machine had read two chunks of each (seen in CI, 2026-12-05)."""
 
 
 @dataclass
@@ -204,7 +208,7 @@ def completion(seed: int, length: int, max_tokens: int, **extra: Any) -> dict[st
 C1_TOKENS = 64
 C4_TOKENS = 512
 PREFILL_PROMPT = 128 * 256 - 64
-HANG_TOKENS = 1200  # streams that outlast the wait for every second token on an idle machine (vLLM: ~500 tok/s)
+HANG_TOKENS = 1200  # streams that outlast the wait for every second token (times Target.outlast)
 HANG_SECONDS = 3.0
 #: Seconds between the two snapshots taken while the long prompt prefills.
 PREFILL_GAP = 0.3
@@ -277,7 +281,8 @@ def _c4(rec: Recording, t: Target, pool: ThreadPoolExecutor, seeds: Iterator[int
     step.snapshots["before"] = settle(base)
     t0 = time.monotonic()
     started = [threading.Event() for _ in range(4)]
-    bodies = [completion(next(seeds), 64, C4_TOKENS) for _ in range(4)]
+    step.facts["asked"] = C4_TOKENS * t.outlast
+    bodies = [completion(next(seeds), 64, step.facts["asked"]) for _ in range(4)]
     # a second token each: every stream has been through a decode step, so inter-token latencies were observed
     # (seen first-token-only on aissim, whose uncalibrated-for-CPU step is ~60 ms, when this waited for one)
     futures = [
@@ -320,7 +325,8 @@ def _hang_and_recovery(rec: Recording, t: Target, pool: ThreadPoolExecutor, seed
     recovery = rec.steps["recovery"] = Step()
     hang.snapshots["before"] = settle(base)
     started = [threading.Event() for _ in range(2)]
-    bodies = [completion(next(seeds), 64, HANG_TOKENS) for _ in range(2)]
+    hang.facts["asked"] = HANG_TOKENS * t.outlast
+    bodies = [completion(next(seeds), 64, hang.facts["asked"]) for _ in range(2)]
     # a second token each before the hang, as in the C4 step: every stream has been through a decode step on both
     # engines, so whether inter-token latencies moved before the hang is not a race between their speeds
     running = [
