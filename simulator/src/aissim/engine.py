@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aissim import calibration as cal
 from aissim.args import SimConfig
+from aissim.clock import MAX_LAG_WALL_S, Delivery, EngineClock
 from aissim.faults import FaultState
 from aissim.kvcache import KVPool, PrefixCache
 from aissim.kvtransfer import KVTransfer
@@ -33,52 +32,9 @@ from aissim.tokens import PromptTokens, natural_length
 
 #: Requests whose engine times GET /sim/requests keeps (a bench point's worth, many times over).
 RECENT_REQUESTS = 4096
-MAX_LAG_WALL_S = 0.02  # behind schedule by more than this (wall seconds): slow the clock, never jump
 #: Engine seconds from the busy loop reading a request to the next schedule() (the least queue time vLLM
 #: reports): 3.7e-05 s on vLLM 0.25.1 (CPU) for the request the fidelity tier sends into a hang.
 READ_TO_SCHEDULE_S = 4e-05
-
-
-class EngineClock:
-    """Engine seconds since start = wall seconds since start x scale."""
-
-    def __init__(self, scale: float) -> None:
-        self.scale = scale
-        self._w0 = time.monotonic()
-
-    def now(self) -> float:
-        return (time.monotonic() - self._w0) * self.scale
-
-    def wall_delay(self, engine_t: float) -> float:
-        return engine_t / self.scale - (time.monotonic() - self._w0)
-
-    def slip_to(self, engine_t: float) -> None:
-        """The host fell behind: make engine time `engine_t` now. Engine time slows down (everyone's,
-        arrivals included) instead of jumping, so no step ever looks longer than it was."""
-        self._w0 = time.monotonic() - engine_t / self.scale
-
-
-@dataclass(eq=False)
-class Delivery:
-    """What the HTTP handler awaits: tokens produced so far and whether the request finished."""
-
-    req: SimRequest
-    pending: int = 0
-    done: bool = False
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def push(self, new: int) -> None:
-        self.pending += new
-        self.done = self.req.finished
-        self.changed.set()
-
-    async def next(self) -> tuple[int, bool]:
-        """Wait for new tokens; returns (count, finished)."""
-        while not self.pending and not self.done:
-            self.changed.clear()
-            await self.changed.wait()
-        new, self.pending = self.pending, 0
-        return new, self.done
 
 
 class EngineCore:
