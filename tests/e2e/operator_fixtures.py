@@ -46,6 +46,9 @@ POOL_CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
 PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 #: Engine time per wall second for the simulators: a 512K prefill (148.76 s) takes ~5 s.
 SIM_TIME_SCALE = "30"
+#: The engines' grace when a test's `aissim attach` stops: its test is over and no client waits, so the
+#: kubelet-like 15 s a hung or busy engine would get cost ~16 s a teardown (CI, 2026-12-05).
+EXIT_GRACE = "2"
 #: The `add_nodes` fixture (tests/e2e/fixtures.py): `add_nodes(n)` -> the new fake Atlas nodes' names.
 AddNodes = Callable[[int], list[str]]
 #: The example's served model name (examples/dsv4-flash.yaml), what requests to its engines name.
@@ -96,7 +99,7 @@ def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
     """`aissim attach`: a simulator per engine pod, on the pod's IP with the pod's args."""
     logs = tmp_path_factory.mktemp("sims")
     proc = start(
-        ["attach", "--log-dir", str(logs), "--interval", "0.3"],
+        ["attach", "--log-dir", str(logs), "--interval", "0.3", "--exit-grace", EXIT_GRACE],
         program=AISSIM,
         log=logs / "attach.log",
         env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE},
@@ -108,7 +111,14 @@ def simulators(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> It
 def start_attach(cluster: Cluster, namespace: str, log_dir: Path, **env: str) -> Proc:
     """`aissim attach` for one namespace's engine pods, with extra AIS_SIM_* environment."""
     return start(
-        ["attach", "--namespace", namespace, "--log-dir", str(log_dir), "--interval", "0.3"],
+        [
+            "attach",
+            "--namespace",
+            namespace,
+            "--log-dir",
+            str(log_dir),
+            *("--interval", "0.3", "--exit-grace", EXIT_GRACE),
+        ],
         program=AISSIM,
         log=log_dir / "attach.log",
         env={"KUBECONFIG": str(cluster.kubeconfig), "AIS_SIM_TIME_SCALE": SIM_TIME_SCALE, **env},

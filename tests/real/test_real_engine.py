@@ -33,6 +33,7 @@ from harness.cluster import Cluster, wait_for
 from harness.engines import engine_group, process
 from tests.e2e.operator_fixtures import (
     AISSIM,
+    EXIT_GRACE,
     MODEL,
     AddNodes,
     Proc,
@@ -64,7 +65,7 @@ def attach_real(cluster: Cluster, namespace: str, tmp_path: Path, real_vllm: str
 
     def run(**env: str) -> Proc:
         args = ["attach", "--namespace", namespace, "--log-dir", str(tmp_path), "--interval", "0.5"]
-        args += ["--engine", "vllm", "--vllm-python", real_vllm]
+        args += ["--engine", "vllm", "--vllm-python", real_vllm, "--exit-grace", EXIT_GRACE]
         proc = start(
             args, program=AISSIM, log=tmp_path / "attach.log", env={"KUBECONFIG": str(cluster.kubeconfig), **env}
         )

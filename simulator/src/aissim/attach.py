@@ -110,10 +110,10 @@ def terminate(child: Child, *, now: float) -> None:
             os.kill(child.process.pid, signal.SIGTERM)
 
 
-def reap(child: Child, *, now: float) -> bool:
+def reap(child: Child, *, now: float, grace: float = STOP_GRACE_SECONDS) -> bool:
     """True once the engine's group is gone: its leader exited (the group is then killed, so no EngineCore
     or Worker is left behind, stopped ones included), or the grace ran out and the group was killed."""
-    if child.process.poll() is None and now - (child.exited_at or now) < STOP_GRACE_SECONDS:
+    if child.process.poll() is None and now - (child.exited_at or now) < grace:
         return False
     _signal_group(child.process.pid, signal.SIGKILL)
     child.process.wait()
@@ -146,7 +146,7 @@ class Engines:
         close_all(self)
 
 
-def close_all(*registries: Engines) -> None:
+def close_all(*registries: Engines, grace: float = STOP_GRACE_SECONDS) -> None:
     """Stop the processes of every registry in one grace (engines and routers alike)."""
     now = time.monotonic()
     for child in [c for r in registries for c in r.children.values()]:
@@ -154,7 +154,7 @@ def close_all(*registries: Engines) -> None:
     left = [c for r in registries for c in (*r.children.values(), *r.stopping)]
     while left:
         now = time.monotonic()
-        left = [c for c in left if not reap(c, now=now)]
+        left = [c for c in left if not reap(c, now=now, grace=grace)]
         if left:
             time.sleep(0.1)
     for registry in registries:
@@ -256,7 +256,8 @@ def run(args: argparse.Namespace, others: tuple[Supervisor, ...] = ()) -> int:
                 other.poll(core, api, args.namespace)
             time.sleep(args.interval)
     finally:
-        close_all(engines, *(other.running for other in others))
+        grace = STOP_GRACE_SECONDS if args.exit_grace is None else args.exit_grace
+        close_all(engines, *(other.running for other in others), grace=grace)
         for other in others:
             other.close()
     return 0

@@ -81,6 +81,11 @@ def attach(argv: list[str]) -> int:
         help="the vllm-router 0.1.17 binary for router pods (spec.router), as hack/vllm-router.sh prints it "
         "(default: $AIS_VLLM_ROUTER, else that script's cached install); not with --shared",
     )  # fmt: skip
+    parser.add_argument(
+        "--exit-grace", type=float, default=None,
+        help="seconds the engines get when this command itself stops (default: the kubelet-like grace a deleted "
+        "pod's engine gets, 15 s); a test harness tearing down gives less, since no client waits any more",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.shared and args.engine != "sim":
         parser.error("--shared runs simulators only")
