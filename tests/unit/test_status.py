@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.controller.status import (
     ConditionRecord,
     Observed,
@@ -95,7 +96,8 @@ def test_transition_time_moves_only_when_status_changes() -> None:
 
 def test_overrides_replace_a_computed_condition() -> None:
     o = replace(
-        obs([pod(0)]), overrides=[ConditionRecord("Degraded", "True", "ConfigMismatch", "speculative_config=None")]
+        obs([pod(0)]),
+        overrides=[ConditionRecord("Degraded", "True", VerdictReason.CONFIG_MISMATCH, "speculative_config=None")],
     )
     assert conds(compute_status(o, previous=None, now=T0))["Degraded"] == ("True", "ConfigMismatch")
 
@@ -147,5 +149,5 @@ def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_du
     assert not memory.live_due(LIVE, now=120.0, interval=30.0)
     assert memory.live_due(LIVE, now=130.0, interval=30.0)
     before = memory.verdicts()
-    memory.pod_faults = {"u0": PodFault("Stalled", "no forward progress for 31s")}
+    memory.pod_faults = {"u0": PodFault(VerdictReason.STALLED, "no forward progress for 31s")}
     assert memory.verdicts() != before

@@ -20,6 +20,7 @@ import yaml
 
 from ascend_operator.api.constants import KIND
 from ascend_operator.api.parse import ParsedService
+from ascend_operator.api.reasons import DegradedReason, PoolReason
 from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
 from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
@@ -105,14 +106,15 @@ def base(**kw: Any) -> Observed:
 
 def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None:
     serving = compute_status(base(extra=live_figures()), previous=None, now=T0)
-    deferred = ConditionRecord("Degraded", "True", "RollDeferred", "Stalled on svc-0: MaxUnavailable")
+    deferred = ConditionRecord("Degraded", "True", DegradedReason.ROLL_DEFERRED, "Stalled on svc-0: MaxUnavailable")
     groups = [pod(0, group=0), pod(1, group=0), pod(2, group=1)]
     after_serving = {  # what the status shows -> the pass's observation, written over `serving`
         "one replica loads": base(pods=[pod(0), pod(1, ready=False)]),
         "the spec turns invalid": base(spec_hash=None, endpoint=None, errors=["spec.engine: too big [HBMBudget]"]),
         "the engine figures go": base(extra=service_metrics([], now=9.0)),
         "a health roll is deferred, the pool synced": base(
-            overrides=[deferred], extra_conditions=[ConditionRecord("InferencePoolReady", "True", "Synced", "pool svc")]
+            overrides=[deferred],
+            extra_conditions=[ConditionRecord("InferencePoolReady", "True", PoolReason.SYNCED, "pool svc")],
         ),
         "a multi-node service's groups": base(pods=groups, extra={"groups": group_status(groups, size=2)}),
         "scaled to zero": base(replicas=0, pods=[]),
@@ -136,7 +138,11 @@ def test_a_misspelt_or_mistyped_status_field_fails_before_it_reaches_the_api_ser
     with pytest.raises(pydantic.ValidationError, match="runningRequests"):
         compute_status(base(extra={"metrics": {"runningRequests": "three"}}), previous=None, now=T0)
     with pytest.raises(pydantic.ValidationError, match="status"):
-        compute_status(base(overrides=[ConditionRecord("Degraded", "Yes", "RollDeferred", "x")]), previous=None, now=T0)
+        compute_status(
+            base(overrides=[ConditionRecord("Degraded", "Yes", DegradedReason.ROLL_DEFERRED, "x")]),
+            previous=None,
+            now=T0,
+        )
 
 
 def test_the_schema_check_refuses_what_the_api_server_prunes_or_refuses() -> None:

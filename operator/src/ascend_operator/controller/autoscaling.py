@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 
 from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingStatus, ScaleReason
 from ascend_operator.api.constants import GROUP, KIND
+from ascend_operator.api.reasons import AutoscalingReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import AUTOSCALING
 from ascend_operator.autoscale import (
     Signals,
     Window,
@@ -44,7 +46,7 @@ from ascend_operator.health.samples import EngineSample
 
 #: The status condition the autoscaler sets: True while it decides spec.replicas, False while it holds
 #: for a reason the user should act on (another autoscaler, no NPUs for another replica, no signal).
-CONDITION = "Autoscaling"
+CONDITION = AUTOSCALING
 #: Seconds the service's body may take to show the spec.replicas the autoscaler wrote (a watch event).
 SPEC_CATCH_UP_SECONDS = 15.0
 #: Reasons to hold that the condition says (False), each with a message that does not move with the load:
@@ -168,9 +170,9 @@ async def autoscale(
             memory.autoscale_asked = d.desired
             memory.autoscale_scaled_at = iso(site.clock())
             record_scale(site.namespace, site.service, up=d.desired > s.replicas)
-            site.events("Normal", d.reason.value, d.message)
+            site.events("Normal", d.reason, d.message)
     elif (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
-        site.events("Warning", d.reason.value, d.message)
+        site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
     memory.extra_status["autoscaling"] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -189,7 +191,7 @@ async def _propose(
     memory.autoscale_seen = s.replicas
     d = decide(s, state, auto, now)
     if (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
-        site.events("Warning", d.reason.value, d.message)
+        site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
     dumped = status.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -205,8 +207,8 @@ async def _propose(
 
 def _condition(reason: ScaleReason, message: str, auto: AutoscalingSpec) -> ConditionRecord:
     if reason is ScaleReason.OTHER_AUTOSCALER:  # names the HPA: stable while it exists
-        return ConditionRecord(CONDITION, "False", reason.value, message)
+        return ConditionRecord(CONDITION, "False", reason, message)
     if reason in _HOLDS:
-        return ConditionRecord(CONDITION, "False", reason.value, _HOLDS[reason])
+        return ConditionRecord(CONDITION, "False", reason, _HOLDS[reason])
     said = f"spec.replicas follows the engines' load within {auto.min_replicas}..{auto.max_replicas}"
-    return ConditionRecord(CONDITION, "True", "FollowingLoad", said)
+    return ConditionRecord(CONDITION, "True", AutoscalingReason.FOLLOWING_LOAD, said)

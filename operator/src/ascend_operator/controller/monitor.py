@@ -22,6 +22,7 @@ from collections.abc import Mapping
 import kopf
 
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
+from ascend_operator.api.reasons import EventReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.resources import POD, service_pods
 from ascend_operator.controller.analysis import observe_rollout
@@ -190,9 +191,9 @@ def _chip_finding(mon: Monitor, state: MonitorState, pod: PodView, every: list[P
         if report is None:
             continue
         for problem in report.problems:
-            if ("ChipReportUnreadable", problem) not in state.announced:
-                state.announced.add(("ChipReportUnreadable", problem))
-                mon.events("Warning", "ChipReportUnreadable", f"node {report.node}: {problem}")
+            if (EventReason.CHIP_REPORT_UNREADABLE, problem) not in state.announced:
+                state.announced.add((EventReason.CHIP_REPORT_UNREADABLE, problem))
+                mon.events("Warning", EventReason.CHIP_REPORT_UNREADABLE, f"node {report.node}: {problem}")
         found = judge_chips(report, member.chips, group_member=group, now=mon.wall())
         if found is not None:
             return found

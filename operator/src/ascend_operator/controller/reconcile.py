@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.api.reasons import EventReason, Relayed
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
@@ -159,12 +160,12 @@ async def _create_pod(ctx: Context, memory: ServiceMemory, body: Mapping[str, An
     name = body["metadata"]["name"]
     try:
         if await ctx.kube.create(body):
-            ctx.events("Normal", "PodCreated", f"created pod {name} (spec {digest})")
+            ctx.events("Normal", EventReason.POD_CREATED, f"created pod {name} (spec {digest})")
     except ApiRefused as exc:
         memory.create_failures[name] = exc.message
         if exc.message not in memory.announced_failures:
             memory.announced_failures.add(exc.message)
-            ctx.events("Warning", "PodCreateFailed", f"creating pod {name}: {exc.message}")
+            ctx.events("Warning", EventReason.POD_CREATE_FAILED, f"creating pod {name}: {exc.message}")
         return
     memory.announced_failures.clear()
 
@@ -249,7 +250,7 @@ async def _apply_group(ctx: Context, desired: Desired, pods: list[PodView], memo
         await observe_groups(site, memory, current, pods)
     if current is None:
         if await ctx.kube.create(lws):
-            ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
+            ctx.events("Normal", EventReason.GROUPS_CREATED, f"created LeaderWorkerSet {name} (spec {digest})")
         acted = True
     else:
         have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
@@ -257,7 +258,9 @@ async def _apply_group(ctx: Context, desired: Desired, pods: list[PodView], memo
             patch = {"metadata": {"annotations": lws["metadata"]["annotations"]}, "spec": lws["spec"]}
             await ctx.kube.patch(LWS, owner.namespace, name, patch)
             ctx.events(
-                "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
+                "Normal",
+                EventReason.GROUPS_UPDATED,
+                f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)",
             )
             acted = True
     decision = await disrupt(site, memory, spec, source="reconcile", candidates=plan.candidates)
@@ -291,7 +294,7 @@ async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseE
         if meta["uid"] not in known and meta.get("deletionTimestamp") is None:
             await ctx.kube.delete(POD, owner.namespace, meta["name"], uid=meta["uid"])
             why = f"deleted pod {meta['name']}: its NetworkPolicy {policy_name(owner)} could not be made: {said}"
-            ctx.events("Warning", "NetworkPolicyFailed", why)
+            ctx.events("Warning", EventReason.NETWORK_POLICY_FAILED, why)
 
 
 async def _settled(step: Awaitable[T]) -> T | Exception:
@@ -367,7 +370,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         memory.announced_generation = generation
         for f in findings:
             if f.severity is not Severity.NOTE:
-                ctx.events("Warning", f.rule, f"{f.field}: {f.message}")
+                ctx.events("Warning", Relayed(f.rule), f"{f.field}: {f.message}")
 
     pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children

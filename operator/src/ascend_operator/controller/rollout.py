@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascend_operator.api.reasons import EventReason
 from ascend_operator.api.revision import RolloutPhase
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import ROLLOUT_HEALTHY
 from ascend_operator.clients.resources import Kube
 from ascend_operator.controller.revisions import ensure_revision, list_revisions, revision_digest, revision_name
 from ascend_operator.controller.rollout_memory import Judging
@@ -37,7 +39,7 @@ from ascend_operator.render.desired import Desired
 from ascend_operator.rollout_analysis import Outcome
 
 #: The condition that says how the last spec change went (True: it goes on or is done; False: rolled back).
-CONDITION = "RolloutHealthy"
+CONDITION = ROLLOUT_HEALTHY
 
 
 @dataclass(kw_only=True)
@@ -142,10 +144,10 @@ def _conclude(record: dict[str, Any], memory: ServiceMemory, events: EventSink, 
             f"revision {record['revision']} rolled back after pod {done.canary}: {v.message} "
             f"(compared with the previous revision's {done.compared_with})"
         )
-        events("Warning", RollReason.ROLLED_BACK.value, said)
+        events("Warning", RollReason.ROLLED_BACK, said)
         return RolloutPhase.ROLLED_BACK
     record["phase"] = RolloutPhase.PROGRESSING.value
-    events("Normal", "AnalysisPassed", f"revision {record['revision']} on pod {done.canary}: {v.message}")
+    events("Normal", EventReason.ANALYSIS_PASSED, f"revision {record['revision']} on pod {done.canary}: {v.message}")
     return RolloutPhase.PROGRESSING
 
 
@@ -166,15 +168,15 @@ def _judged_pod(
     signal = roll.reason.value if roll is not None else "CanaryGone"
     why = f"pod {record['canary']} went before the analysis ended" + (f": {roll.message}" if roll else "")
     record.update(phase=RolloutPhase.ROLLED_BACK.value, finishedAt=now, signal=signal, message=why)
-    events("Warning", RollReason.ROLLED_BACK.value, f"revision {record['revision']} rolled back: {why}")
+    events("Warning", RollReason.ROLLED_BACK, f"revision {record['revision']} rolled back: {why}")
     return RolloutPhase.ROLLED_BACK
 
 
 def _condition(record: Mapping[str, Any] | None) -> ConditionRecord | None:
     if record is None:
         return None
-    phase = str(record.get("phase"))
-    if phase == RolloutPhase.ROLLED_BACK.value:
+    phase = RolloutPhase(record["phase"])
+    if phase is RolloutPhase.ROLLED_BACK:
         why = f"revision {record['revision']} rolled back: {record.get('message', '')}"
         return ConditionRecord(CONDITION, "False", phase, why)
     return ConditionRecord(CONDITION, "True", phase, f"revision {record['revision']}")
@@ -237,7 +239,11 @@ async def plan_rollout(
         done = len(kept) == spec.replicas and all(p.revision == update and p.ready for p in kept)
         if phase is RolloutPhase.PROGRESSING and done:
             record.update(phase=RolloutPhase.COMPLETE.value, finishedAt=now)
-            events("Normal", "RolloutComplete", f"every replica runs revision {revision_name(owner.name, update)}")
+            events(
+                "Normal",
+                EventReason.ROLLOUT_COMPLETE,
+                f"every replica runs revision {revision_name(owner.name, update)}",
+            )
             plan.phase, current = RolloutPhase.COMPLETE, update
     else:
         rm.judging = None

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.api.status import Roll
+from ascend_operator.api.status import AnyEventReason, Roll
 from ascend_operator.autoscale import Window
 from ascend_operator.controller.rollout_memory import RolloutMemory
 from ascend_operator.controller.status import LIVE_KEYS, ConditionRecord, PodFault, changed_keys
@@ -17,7 +17,7 @@ from ascend_operator.disruption import Candidate
 class EventSink(Protocol):
     """Posts a Kubernetes event about the service being reconciled."""
 
-    def __call__(self, type: str, reason: str, message: str) -> None: ...
+    def __call__(self, type: str, reason: AnyEventReason, message: str) -> None: ...
 
 
 @dataclass

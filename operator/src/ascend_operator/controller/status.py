@@ -15,14 +15,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ascend_operator.api.reasons import (
+    AvailableReason,
+    DegradedReason,
+    ProgressingReason,
+    ReadyReason,
+    Relayed,
+    ReplicaReason,
+    VerdictReason,
+)
 from ascend_operator.api.status import (
     AVAILABLE,
     DEGRADED,
     INFERENCE_POOL_READY,
     PROGRESSING,
     READY,
+    AnyEventReason,
     AscendInferenceServiceStatus,
     Condition,
+    ConditionReason,
 )
 from ascend_operator.controller.causes import Cause, replica_causes, summary, worst
 from ascend_operator.controller.views import PodView
@@ -33,14 +44,14 @@ class ConditionRecord(NamedTuple):
 
     type: str
     status: str
-    reason: str
+    reason: ConditionReason
     message: str
 
 
 class PodFault(NamedTuple):
     """A health fault the health loop found on a pod (ConfigMismatch, Stalled)."""
 
-    reason: str
+    reason: VerdictReason
     message: str
 
 
@@ -48,7 +59,7 @@ class Event(NamedTuple):
     """A Kubernetes event to post about the service."""
 
     type: str
-    reason: str
+    reason: AnyEventReason
     message: str
 
 
@@ -85,7 +96,7 @@ class Observed:
     """Conditions of optional features (InferencePoolReady), appended after the four computed ones."""
 
 
-def _cond(kind: str, ok: bool, reason: str, message: str) -> ConditionRecord:
+def _cond(kind: str, ok: bool, reason: ConditionReason, message: str) -> ConditionRecord:
     return ConditionRecord(kind, "True" if ok else "False", reason, message)
 
 
@@ -102,55 +113,65 @@ def _causes(obs: Observed) -> list[Cause]:
 
 def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors and ready == 0:
-        return _cond(READY, False, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(READY, False, ReadyReason.INVALID_SPEC, "; ".join(obs.errors))
     if obs.replicas == 0:
-        return _cond(READY, True, "ScaledToZero", "spec.replicas is 0")
+        return _cond(READY, True, ReadyReason.SCALED_TO_ZERO, "spec.replicas is 0")
     if ready >= obs.replicas:
-        reason = "ServingPreviousSpec" if obs.errors else "AllReplicasReady"
+        reason = ReadyReason.SERVING_PREVIOUS_SPEC if obs.errors else ReadyReason.ALL_REPLICAS_READY
         return _cond(READY, True, reason, f"{ready}/{obs.replicas} replicas ready")
     first = worst(causes)
     if first is None:
-        return _cond(READY, False, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+        return _cond(READY, False, ReplicaReason.WAITING_FOR_REPLICAS, f"{ready}/{obs.replicas} replicas ready")
     return _cond(READY, False, first.reason, f"{ready}/{obs.replicas} replicas ready; {summary(causes, first)}")
 
 
 def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     """At least one replica serves: what `kubectl wait --for=condition=Available` waits for."""
     if ready > 0:
-        reason = "ServingPreviousSpec" if obs.errors else "ReplicasServing"
+        reason = AvailableReason.SERVING_PREVIOUS_SPEC if obs.errors else AvailableReason.REPLICAS_SERVING
         return _cond(AVAILABLE, True, reason, f"{ready}/{obs.replicas} replicas ready")
     if obs.errors:
-        return _cond(AVAILABLE, False, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(AVAILABLE, False, AvailableReason.INVALID_SPEC, "; ".join(obs.errors))
     if obs.replicas == 0:
-        return _cond(AVAILABLE, False, "ScaledToZero", "spec.replicas is 0")
+        return _cond(AVAILABLE, False, AvailableReason.SCALED_TO_ZERO, "spec.replicas is 0")
     first = worst(causes)
     if first is None:
-        return _cond(AVAILABLE, False, "WaitingForReplicas", f"0/{obs.replicas} replicas ready")
+        return _cond(AVAILABLE, False, ReplicaReason.WAITING_FOR_REPLICAS, f"0/{obs.replicas} replicas ready")
     return _cond(AVAILABLE, False, first.reason, f"no replica serves; {summary(causes, first)}")
 
 
 def _progressing(obs: Observed, ready: int) -> ConditionRecord:
     if obs.errors:
-        return _cond(PROGRESSING, False, "InvalidSpec", "the current spec is not rolled out: it is invalid")
+        return _cond(
+            PROGRESSING, False, ProgressingReason.INVALID_SPEC, "the current spec is not rolled out: it is invalid"
+        )
     live = [p for p in obs.pods if not p.terminating]
     stale = [p for p in live if p.spec_hash != obs.spec_hash]
     if stale:
-        return _cond(PROGRESSING, True, "RollingUpdate", f"{len(stale)} replica(s) still run an older spec")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.ROLLING_UPDATE, f"{len(stale)} replica(s) still run an older spec"
+        )
     if len(live) != obs.replicas or any(p.terminating for p in obs.pods):
-        return _cond(PROGRESSING, True, "ScalingReplicas", f"{len(live)} pods for {obs.replicas} replicas")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.SCALING_REPLICAS, f"{len(live)} pods for {obs.replicas} replicas"
+        )
     if ready < obs.replicas:
-        return _cond(PROGRESSING, True, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
-    return _cond(PROGRESSING, False, "ReplicasUpToDate", "all replicas run the current spec and are ready")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.WAITING_FOR_REPLICAS, f"{ready}/{obs.replicas} replicas ready"
+        )
+    return _cond(
+        PROGRESSING, False, ProgressingReason.REPLICAS_UP_TO_DATE, "all replicas run the current spec and are ready"
+    )
 
 
 def _degraded(obs: Observed, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors:
-        return _cond(DEGRADED, True, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(DEGRADED, True, DegradedReason.INVALID_SPEC, "; ".join(obs.errors))
     faults = [c for c in causes if c.fault]
     first = worst(faults)
     if first is not None:
         return _cond(DEGRADED, True, first.reason, summary(faults, first))
-    return _cond(DEGRADED, False, "AsExpected", "")
+    return _cond(DEGRADED, False, DegradedReason.AS_EXPECTED, "")
 
 
 def _stamped(cond: ConditionRecord, *, before: Mapping[Any, Any], generation: int | None, now: str) -> Condition:
@@ -260,10 +281,11 @@ def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any])
         moved = old is None or (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"])
         if not moved:
             continue
+        reason = Relayed(cond["reason"])  # typed when `build_status` made the condition
         if cond["type"] == DEGRADED and cond["status"] == "True":
-            events.append(Event("Warning", cond["reason"], cond["message"]))
+            events.append(Event("Warning", reason, cond["message"]))
         elif cond["type"] == READY and cond["status"] == "True":
-            events.append(Event("Normal", cond["reason"], cond["message"]))
+            events.append(Event("Normal", reason, cond["message"]))
         elif cond["type"] == INFERENCE_POOL_READY:
-            events.append(Event("Normal" if cond["status"] == "True" else "Warning", cond["reason"], cond["message"]))
+            events.append(Event("Normal" if cond["status"] == "True" else "Warning", reason, cond["message"]))
     return events
