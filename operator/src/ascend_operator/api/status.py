@@ -68,6 +68,19 @@ class EngineMetrics(ApiModel):
     preemptions: int | None = Field(default=None, description="Preemptions over the last 30 s.")
 
 
+class LiveStatus(ApiModel):
+    """The status fields the health loop refreshes at scrape rate: the engine figures and the autoscaler's
+    decision, written with the next status patch (at most every status interval when nothing else changed).
+    Each is the status's own field (same name and type: tests/unit/test_status_schema.py), so the reconcile
+    loop lays it over the status it computes. A field left unset is not written; one set to None clears
+    the stored one (the engines stopped answering)."""
+
+    metrics: EngineMetrics | None = Field(default=None, description="Engine figures.")
+    tokens_per_second_display: str | None = Field(default=None, description="Tokens/s for the printer column.")
+    kv_cache_usage_display: str | None = Field(default=None, description="KV usage for the printer column.")
+    autoscaling: AutoscalingStatus | None = Field(default=None, description="spec.autoscaling's last decision.")
+
+
 class Roll(ApiModel):
     """One pod the operator deleted, and why; written before the delete, so a crash in between loses nothing."""
 

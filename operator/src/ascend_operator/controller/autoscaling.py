@@ -24,7 +24,7 @@ from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingStatus, 
 from ascend_operator.api.constants import GROUP, KIND
 from ascend_operator.api.reasons import AutoscalingReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.api.status import AUTOSCALING
+from ascend_operator.api.status import AUTOSCALING, LiveStatus
 from ascend_operator.autoscale import (
     Signals,
     Window,
@@ -39,7 +39,7 @@ from ascend_operator.clients.resources import HPA, SERVICE_CR
 from ascend_operator.controller.deletions import Site
 from ascend_operator.controller.metrics import publish_autoscaling, record_scale
 from ascend_operator.controller.service_state import ServiceMemory
-from ascend_operator.controller.status import ConditionRecord
+from ascend_operator.controller.status import ConditionRecord, merge_patch, overlay, without
 from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.samples import EngineSample
@@ -140,7 +140,7 @@ def _status(
 def forget(site: Site, memory: ServiceMemory) -> None:
     """spec.autoscaling is unset: no state, no status, no series, no condition."""
     memory.autoscale = None
-    memory.extra_status.pop("autoscaling", None)
+    memory.live = without(memory.live, "autoscaling")
     memory.autoscale_condition = None
     publish_autoscaling(site.namespace, site.service, None)
 
@@ -175,7 +175,7 @@ async def autoscale(
         site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
-    memory.extra_status["autoscaling"] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    memory.live = overlay(memory.live, LiveStatus(autoscaling=_known(status)))
     memory.autoscale_condition = _condition(d.reason, d.message, auto)
     publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
 
@@ -194,8 +194,8 @@ async def _propose(
         site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
-    dumped = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    memory.extra_status["autoscaling"] = dumped
+    memory.live = overlay(memory.live, LiveStatus(autoscaling=_known(status)))
+    dumped = merge_patch(_known(status))
     memory.autoscale_condition = _condition(d.reason, d.message, auto)
     publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
     if d.desired != memory.autoscale_asked:  # the parent acts on it: not after the next status interval
@@ -203,6 +203,12 @@ async def _propose(
                                         status=True)  # fmt: skip
         if written is not None:
             memory.autoscale_asked = d.desired
+
+
+def _known(status: AutoscalingStatus) -> AutoscalingStatus:
+    """The decision with the figures it knows: one not known (None: no engine answered) is left out of
+    status.autoscaling rather than written as null."""
+    return AutoscalingStatus.model_validate(status.model_dump(exclude_none=True))
 
 
 def _condition(reason: ScaleReason, message: str, auto: AutoscalingSpec) -> ConditionRecord:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
 from ascend_operator.api.reasons import EventReason
-from ascend_operator.api.status import RouterStatus
+from ascend_operator.api.status import AscendInferenceServiceStatus, RouterStatus
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
     DEPLOYMENT,
@@ -25,6 +25,7 @@ from ascend_operator.clients.resources import (
     Resource,
 )
 from ascend_operator.controller.service_state import EventSink
+from ascend_operator.controller.status import whole
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.netpol import policy_name
 from ascend_operator.render.pod import Owner, engine_digest, owned_by
@@ -182,12 +183,14 @@ def router_status(desired: Desired, deployment: Mapping[str, Any] | None) -> Rou
     )
 
 
-def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> AscendInferenceServiceStatus:
     """The status field `router`: set while there is one; cleared (null) only where the stored status has one,
     so a service without a router writes nothing for it."""
     if router is not None:
-        return {"router": router.model_dump(by_alias=True, mode="json")}
-    return {"router": None} if (previous or {}).get("router") else {}
+        return AscendInferenceServiceStatus(router=whole(router))
+    return (
+        AscendInferenceServiceStatus(router=None) if (previous or {}).get("router") else AscendInferenceServiceStatus()
+    )
 
 
 async def ensure_router(kube: Kube, events: EventSink, desired: Desired) -> RouterStatus | None:

@@ -34,13 +34,21 @@ from ascend_operator.api.reasons import (
     Relayed,
 )
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, ConditionReason, RoleStatus
+from ascend_operator.api.status import (
+    AVAILABLE,
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    AscendInferenceServiceStatus,
+    ConditionReason,
+    RoleStatus,
+)
 from ascend_operator.autoscale import PoolAsk, PoolCount, resolve
 from ascend_operator.clients.resources import SERVICE_CR, Kube
 from ascend_operator.controller.metrics import record_scale
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.service_state import EventSink
-from ascend_operator.controller.status import ConditionRecord, Observed
+from ascend_operator.controller.status import ConditionRecord, Observed, overlay, whole
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
@@ -277,14 +285,14 @@ class Pair:
 
     def observed(self, obs: Observed) -> Observed:
         if self.seen is None:
-            return replace(obs, extra={**obs.extra, "roles": None})
-        extra = {
-            **obs.extra,
-            "roles": [r.model_dump(by_alias=True, mode="json") for r in self.seen.roles],
-            "replicas": self.seen.pods,
-            "readyReplicas": self.seen.ready_units,
-            "desiredReplicas": self.units,
-        }
+            return replace(obs, extra=overlay(obs.extra, AscendInferenceServiceStatus(roles=None)))
+        roles = AscendInferenceServiceStatus(
+            roles=[whole(r) for r in self.seen.roles],
+            replicas=self.seen.pods,
+            ready_replicas=self.seen.ready_units,
+            desired_replicas=self.units,
+        )
+        extra = overlay(obs.extra, roles)
         return replace(obs, extra=extra, overrides=self.seen.overrides, selector=self.selector, endpoint=self.endpoint)
 
 

@@ -24,6 +24,7 @@ from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, N
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
 from ascend_operator.api.reasons import EventReason, Relayed
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
     EVENT,
@@ -55,6 +56,7 @@ from ascend_operator.controller.status import (
     Observed,
     compute_status,
     condition_events,
+    overlay,
     status_due,
 )
 from ascend_operator.controller.views import PodView, pod_view
@@ -344,11 +346,13 @@ def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodV
     return pods
 
 
-def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[str, Any]) -> dict[str, Any]:
+def _with_groups(
+    parsed: ParsedService | None, pods: list[PodView], extra: AscendInferenceServiceStatus
+) -> AscendInferenceServiceStatus:
     """The health loop's status fields, plus `groups` for a multi-node service."""
     if parsed is None or not is_multi_node(parsed.spec):
         return extra
-    return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
+    return overlay(extra, AscendInferenceServiceStatus(groups=group_status(pods, size=parsed.spec.parallelism.nodes)))
 
 
 def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None, rollout: Rollout | None = None) -> str:
@@ -379,7 +383,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     routing = [c for c in (previous_condition(previous),) if c is not None]
     pair: Pair | None = None
     rollout: Rollout | None = None
-    extra = dict(memory.extra_status)
+    extra = overlay(AscendInferenceServiceStatus(), memory.live)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
@@ -403,13 +407,13 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         await ensure_pdb(ctx.kube, ctx.events, desired)
         router = await ensure_router(ctx.kube, ctx.events, desired)
         publish_router(owner.namespace, owner.name, router)
-        extra.update(router_extra(router, previous))
+        extra = overlay(extra, router_extra(router, previous))
         if parsed.spec.disaggregation is not None or had_roles(previous):
             pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, previous))
         if rollout is not None:  # revisions and the last rollout (controller/rollout.py)
-            extra.update(rollout.extra)
+            extra = overlay(extra, rollout.extra)
             routing += [rollout.condition] if rollout.condition is not None else []
 
     failures: dict[str, str] = {}

@@ -27,7 +27,7 @@ from typing import Any
 from ascend_operator.api.reasons import EventReason
 from ascend_operator.api.revision import RolloutPhase
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.api.status import ROLLOUT_HEALTHY
+from ascend_operator.api.status import ROLLOUT_HEALTHY, AscendInferenceServiceStatus
 from ascend_operator.clients.resources import Kube
 from ascend_operator.controller.revisions import ensure_revision, list_revisions, revision_digest, revision_name
 from ascend_operator.controller.rollout_memory import Judging
@@ -55,7 +55,8 @@ class Rollout:
     phase: RolloutPhase | None = None
     record: dict[str, Any] | None = None
     condition: ConditionRecord | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: AscendInferenceServiceStatus = field(default_factory=AscendInferenceServiceStatus)
+    """The status fields of the revisions and the last rollout."""
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
     """The spec as written, what the updated revision stores."""
 
@@ -253,12 +254,14 @@ async def plan_rollout(
     rm.current = current
     plan.record = record
     plan.condition = _condition(record)
-    plan.extra = {
-        "currentRevision": revision_name(owner.name, current),
-        "updateRevision": revision_name(owner.name, update),
-        "revisions": _counts(owner.name, pods),
-        **({"rollout": record} if record is not None else {}),
-    }
+    plan.extra = AscendInferenceServiceStatus.model_validate(  # the record is the stored one, kept as a dict
+        {
+            "currentRevision": revision_name(owner.name, current),
+            "updateRevision": revision_name(owner.name, update),
+            "revisions": _counts(owner.name, pods),
+            **({"rollout": record} if record is not None else {}),
+        }
+    )
     return plan
 
 

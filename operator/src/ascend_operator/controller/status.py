@@ -13,7 +13,9 @@ service with 1 of 2 replicas up); when a replica does not serve, the reasons nam
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from ascend_operator.api.reasons import (
     AvailableReason,
@@ -34,6 +36,7 @@ from ascend_operator.api.status import (
     AscendInferenceServiceStatus,
     Condition,
     ConditionReason,
+    LiveStatus,
 )
 from ascend_operator.controller.causes import Cause, replica_causes, summary, worst
 from ascend_operator.controller.views import PodView
@@ -84,10 +87,9 @@ class Observed:
     """Pod name -> the API server's message for a refused create (the replica shows PodCreateFailed)."""
     health: Mapping[str, PodFault] = field(default_factory=dict)
     """Pod uid -> the fault the health loop found."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Further status fields computed elsewhere, camelCase as stored (engine metrics) or as their models
-    (`GroupStatus`es under "groups"): validated against `AscendInferenceServiceStatus` and merged over the
-    computed ones."""
+    extra: AscendInferenceServiceStatus = field(default_factory=AscendInferenceServiceStatus)
+    """Further status fields computed elsewhere (the health loop's `LiveStatus`, the router, the groups, the
+    roles, the rollout): the fields it sets are laid over the computed ones (`overlay`)."""
     overrides: Sequence[ConditionRecord] = ()
     """Conditions that replace the computed condition of their type."""
     selector: str | None = None
@@ -215,11 +217,36 @@ def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str)
     )
     if obs.selector is not None:
         status = status.model_copy(update={"selector": obs.selector})
-    extra = AscendInferenceServiceStatus.model_validate(obs.extra)  # a misspelt key or wrong type raises
-    return status.model_copy(update={name: getattr(extra, name) for name in extra.model_fields_set})
+    return overlay(status, obs.extra)
 
 
-def merge_patch(status: AscendInferenceServiceStatus) -> dict[str, Any]:
+M = TypeVar("M", bound=BaseModel)
+
+
+def overlay(status: M, *parts: BaseModel) -> M:
+    """`status` with the fields each part set laid over it, in order. A part is a slice of the status (the
+    same field names: `LiveStatus`, or a partial status), and the result is validated: a field the status
+    lacks, or a value of another type, raises here, in a test, instead of being pruned by the API server.
+    Which fields are set is kept (nested models are taken as they are), so `merge_patch` writes exactly
+    the fields someone set."""
+    fields = {name: getattr(status, name) for name in status.model_fields_set}
+    for part in parts:
+        fields |= {name: getattr(part, name) for name in part.model_fields_set}
+    return type(status).model_validate(fields)
+
+
+def whole(model: M) -> M:
+    """`model` with every field marked set, defaults included, so the patch writes each of them (a nested
+    object written entire, as the router's and the roles' are)."""
+    return type(model).model_validate(model.model_dump())
+
+
+def without(model: M, name: str) -> M:
+    """`model` with field `name` unset: the patch no longer writes it (the stored value stays)."""
+    return type(model).model_validate({n: getattr(model, n) for n in model.model_fields_set - {name}})
+
+
+def merge_patch(status: BaseModel) -> dict[str, Any]:
     """The JSON merge patch (RFC 7386) that writes `status`: the fields it set, camelCase; a None is a
     null, which deletes the stored field (a spec turned invalid clears specHash and endpoint); fields it
     left unset are not touched."""
@@ -245,10 +272,7 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
 #: Status keys the health loop refreshes at scrape rate (health/aggregate.py service_metrics): written at
 #: most every `live_interval` seconds (`aisctl operator --status-interval-seconds`, default 30). Everything
 #: else (conditions, replicas, the spec hash) is written as soon as it changes.
-LIVE_KEYS = frozenset(
-    AscendInferenceServiceStatus.model_fields[name].alias or name
-    for name in ("metrics", "tokens_per_second_display", "kv_cache_usage_display", "autoscaling")
-)
+LIVE_KEYS = frozenset(info.alias or name for name, info in LiveStatus.model_fields.items())
 DEFAULT_LIVE_INTERVAL = 30.0
 
 
