@@ -26,12 +26,15 @@ from ascend_operator.api.reasons import (
     ProgressingReason,
     ReadyReason,
     ReplicaReason,
+    RolloutSignal,
     RollReason,
     VerdictReason,
 )
+from ascend_operator.api.rollout import AnalysisThresholds
 from ascend_operator.api.status import AUTOSCALING, INFERENCE_POOL_READY, ROLLOUT_HEALTHY, Condition
 from ascend_operator.controller.causes import CONTAINER_FAULTS
 from ascend_operator.health.judge import CHAIN
+from ascend_operator.rollout_analysis import CHECKS, Figures, Input
 from tests.unit.conftest import ROOT
 
 SOURCE = ROOT / "operator" / "src" / "ascend_operator"
@@ -60,6 +63,7 @@ NEW_ENUMS: tuple[type[Enum], ...] = (
     DegradedReason,
     PoolReason,
     AutoscalingReason,
+    RolloutSignal,
     EventReason,
 )
 
@@ -133,7 +137,7 @@ def test_every_reason_says_when_it_is_set_and_what_to_do(enum: type[Enum]) -> No
 
 def test_every_condition_reason_enum_is_listed_under_a_condition() -> None:
     under = {e for _, _, enums in CONDITIONS for e in enums}
-    assert set(REASON_ENUMS) == under | {EventReason, RollReason, DrainResult}
+    assert set(REASON_ENUMS) == under | {RolloutSignal, EventReason, RollReason, DrainResult}
 
 
 def test_the_verdicts_are_the_judge_chain_and_the_drain() -> None:
@@ -155,3 +159,9 @@ def test_a_reason_on_the_wire_is_its_plain_string() -> None:
     dumped = Condition(type="Ready", status="True", reason=ReadyReason.ALL_REPLICAS_READY).model_dump(mode="json")
     assert dumped["reason"] == "AllReplicasReady"
     assert type(dumped["reason"]) is str
+
+
+def test_the_rollout_signals_are_the_analysis_checks_and_the_gone_canary() -> None:
+    good = Figures(replicas=1, seconds=60.0, requests=100, ttft_p90=0.1, tpot_p90=0.02, tokens_per_request=20.0)
+    asked = [check(Input(canary=good, baseline=good, thresholds=AnalysisThresholds())).reason for check in CHECKS]
+    assert [*asked, RolloutSignal.CANARY_GONE] == list(RolloutSignal)

@@ -29,6 +29,7 @@ from ascend_operator.api.reasons import (
     ProgressingReason,
     ReadyReason,
     ReplicaReason,
+    RolloutSignal,
     RollReason,
     VerdictReason,
 )
@@ -155,6 +156,7 @@ REASON_ENUMS: tuple[type[Enum], ...] = (
     ScaleReason,
     RolloutPhase,
     *CAUSES,
+    RolloutSignal,
     EventReason,
     RollReason,
     DrainResult,
@@ -198,6 +200,7 @@ def reasons_table() -> str:
         if enum not in listed:
             listed.append(enum)
             parts.append(enum_table(enum))
+    parts += ["### Rollouts", "", enum_table(RolloutSignal)]
     parts += ["### Events", "", enum_table(EventReason), "### Deletions", "", enum_table(RollReason)]
     parts.append(enum_table(DrainResult))
     return "\n".join(parts)

@@ -289,3 +289,35 @@ class EventReason(StrEnum):
     reason)."""
     ROLLED = "Rolled"
     """Warning: a pod is recreated for a health reason (the message has the evidence)."""
+
+
+class RolloutSignal(StrEnum):
+    """What decided a judged rollout (status.rollout.signal; spec.rollout.analysis): a check of the new
+    replica against the previous ones, in the order they are asked (rollout_analysis `CHECKS`). A judged
+    pod that went before the verdict is the `RollReason` of its deletion, or the `VerdictReason` of its
+    fault. Each check but TooLittleTraffic rolls back; the thresholds are spec.rollout.analysis.thresholds."""
+
+    CANARY_FAILURES = "CanaryFailures"
+    """More generation canaries failed on the new replica than thresholds.canaryFailures: it does not
+    work, whatever the traffic. Read its engine's log."""
+    ERRORS = "Errors"
+    """The new replica ended more of its requests in an engine error (a 500) than the previous ones, by
+    more than thresholds.errorRate."""
+    TOO_LITTLE_TRAFFIC = "TooLittleTraffic"
+    """Either side started fewer than thresholds.minRequests requests per replica: the window is extended,
+    never rolled back. Send traffic, or lower minRequests."""
+    TTFT = "TTFT"
+    """TTFT p90 of the new replica above thresholds.ttftP90Ratio times the previous replicas': it queues or
+    prefills slower."""
+    TPOT = "TPOT"
+    """TPOT p90 of the new replica above thresholds.tpotP90Ratio times the previous replicas': it decodes
+    slower per token."""
+    TOKENS_PER_REQUEST = "TokensPerRequest"
+    """Output tokens/s per running request below thresholds.tokensPerRequestRatio of the previous replicas':
+    it serves each user slower."""
+    QUEUE = "Queue"
+    """More requests wait on the new replica than on a previous one, by more than thresholds.waitingPerReplica:
+    it holds fewer at once."""
+    CANARY_GONE = "CanaryGone"
+    """The judged pod went before the verdict and no deletion of the operator's took it (deleted by hand, or
+    its node went): rolled back, the previous revision kept."""

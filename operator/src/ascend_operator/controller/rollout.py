@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.api.reasons import EventReason
+from ascend_operator.api.reasons import EventReason, RolloutSignal
 from ascend_operator.api.revision import RolloutPhase
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import ROLLOUT_HEALTHY, AscendInferenceServiceStatus
@@ -166,7 +166,7 @@ def _judged_pod(
     if on_update:
         return None
     roll = next((r for r in reversed(memory.rolls) if r.uid and r.uid == record.get("canaryUid")), None)
-    signal = roll.reason.value if roll is not None else "CanaryGone"
+    signal = roll.reason if roll is not None else RolloutSignal.CANARY_GONE
     why = f"pod {record['canary']} went before the analysis ended" + (f": {roll.message}" if roll else "")
     record.update(phase=RolloutPhase.ROLLED_BACK.value, finishedAt=now, signal=signal, message=why)
     events("Warning", RollReason.ROLLED_BACK, f"revision {record['revision']} rolled back: {why}")
