@@ -34,6 +34,7 @@ from ascend_operator.api.rollout import AnalysisThresholds
 from ascend_operator.api.status import AUTOSCALING, INFERENCE_POOL_READY, ROLLOUT_HEALTHY, Condition
 from ascend_operator.controller.causes import CONTAINER_FAULTS
 from ascend_operator.health.judge import CHAIN
+from ascend_operator.reference import reason_notes
 from ascend_operator.rollout_analysis import CHECKS, Figures, Input
 from tests.unit.conftest import ROOT
 
@@ -121,7 +122,8 @@ def test_every_reason_literal_in_the_operator_is_a_member() -> None:
 def test_docs_list_every_reason_from_the_code() -> None:
     page = API_PAGE.read_text()
     listed = block_in(page, "reasons")
-    assert listed == reasons_table(), "regenerate docs/api.md: make docs"
+    assert listed == reasons_table(notes=reason_notes()), "regenerate docs/api.md: make docs"
+    assert "| `ScaleDown` | more replicas than spec.replicas |" in listed  # a deletion says what it is
     missing = [f"{e.__name__}.{m.name}" for e in REASON_ENUMS for m in e if f"| `{m.value}` |" not in listed]
     assert not missing
     for kind in (INFERENCE_POOL_READY, AUTOSCALING, ROLLOUT_HEALTHY, "Ready", "Available", "Progressing", "Degraded"):

@@ -122,10 +122,10 @@ def block_in(page: str, name: str) -> str:
     return page.split(begin, 1)[1].split(end, 1)[0]
 
 
-def with_table(page: str, *, notes: Mapping[str, str] = {}) -> str:
+def with_table(page: str, *, notes: Mapping[str, str] = {}, reason_notes: Mapping[str, str] = {}) -> str:
     """`page` with the text between its api, status and reasons markers replaced by the current tables."""
     page = with_block(with_block(page, "api", api_table(notes=notes)), "status", status_table())
-    return with_block(page, "reasons", reasons_table())
+    return with_block(page, "reasons", reasons_table(notes=reason_notes))
 
 
 def table_in(page: str) -> str:
@@ -180,15 +180,17 @@ def _oneline(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def enum_table(enum: type[Enum]) -> str:
-    """The enum's docstring, then a table of its values with what each means and what a user does."""
-    docs = member_docs(enum)
+def enum_table(enum: type[Enum], notes: Mapping[str, str] = {}) -> str:
+    """The enum's docstring, then a table of its values with what each means and what a user does: the
+    member's docstring, else the note `notes` has for it (`RollReason.STALLED`: what a layer above the api
+    says of it, joined by ascend_operator/reference.py)."""
+    docs = {m.name: notes.get(f"{enum.__name__}.{m.name}", "") for m in enum} | member_docs(enum)
     lines = [f"`{enum.__name__}`: {_oneline(inspect.cleandoc(enum.__doc__ or ''))}", "", "| reason | meaning |"]
     lines += ["|---|---|", *(f"| `{m.value}` | {_oneline(docs.get(m.name, ''))} |" for m in enum)]
     return "\n".join(lines) + "\n"
 
 
-def reasons_table() -> str:
+def reasons_table(*, notes: Mapping[str, str] = {}) -> str:
     """docs/api.md's reasons section: every condition type with the enums of its reasons, each enum's values
     with their meaning, the event reasons and the deletion reasons, from the enums in api/reasons.py."""
     parts = ["### Conditions", "", "| condition | says | reasons |", "|---|---|---|"]
@@ -199,8 +201,8 @@ def reasons_table() -> str:
     for enum in (e for _, _, enums in CONDITIONS for e in enums):
         if enum not in listed:
             listed.append(enum)
-            parts.append(enum_table(enum))
-    parts += ["### Rollouts", "", enum_table(RolloutSignal)]
-    parts += ["### Events", "", enum_table(EventReason), "### Deletions", "", enum_table(RollReason)]
-    parts.append(enum_table(DrainResult))
+            parts.append(enum_table(enum, notes))
+    parts += ["### Rollouts", "", enum_table(RolloutSignal, notes)]
+    parts += ["### Events", "", enum_table(EventReason, notes), "### Deletions", "", enum_table(RollReason, notes)]
+    parts.append(enum_table(DrainResult, notes))
     return "\n".join(parts)
