@@ -132,8 +132,9 @@ class Finding:
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
-    """One entry of the judge's chain: its verdict reason (the string exists here and nowhere else), the
-    gate it sets, the roll it asks for, and how the rest of the operator treats it."""
+    """One entry of the judge's chain: its verdict reason (one entry per `VerdictReason`, which says in
+    api/reasons.py what it means to a user; tests/unit/test_reasons.py holds the two in step), the gate it
+    sets, the roll it asks for, and how the rest of the operator treats it."""
 
     reason: VerdictReason
     check: Callable[[Facts], Finding | None]
