@@ -26,7 +26,9 @@ def pod(gen_rate: float, kv: float, *, running: float = 8) -> list[EngineSample]
 
 
 def test_two_pods_sum_throughput_and_take_the_fullest_kv() -> None:
-    out = service_metrics([pod(100.0, 0.2), pod(50.0, 0.7)], now=30.0)
+    out = service_metrics([pod(100.0, 0.2), pod(50.0, 0.7)], now=30.0).model_dump(
+        by_alias=True, exclude_unset=True
+    )  # as written
     metrics = out["metrics"]
     assert metrics["tokensPerSecond"] == pytest.approx(150.0)
     assert metrics["kvCacheUsage"] == pytest.approx(0.7)
@@ -39,12 +41,14 @@ def test_two_pods_sum_throughput_and_take_the_fullest_kv() -> None:
 
 
 def test_single_pod_shows_acceptance_per_position() -> None:
-    metrics = service_metrics([pod(100.0, 0.2)], now=30.0)["metrics"]
+    metrics = service_metrics([pod(100.0, 0.2)], now=30.0).model_dump(by_alias=True, exclude_unset=True)["metrics"]
     assert metrics["acceptancePerPosition"] == [0.6, 0.4]
 
 
 def test_no_scrapes_clears_the_figures() -> None:
-    assert service_metrics([], now=30.0) == {
+    assert service_metrics([], now=30.0).model_dump(
+        by_alias=True, exclude_unset=True
+    ) == {  # nulls: the stored figures are cleared
         "metrics": None,
         "tokensPerSecondDisplay": None,
         "kvCacheUsageDisplay": None,

@@ -2,6 +2,7 @@
 an engine that is already slow after the restart is judged against what it did before, not learned anew."""
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.health.drift import Baseline, dump_baseline, load_baseline
 from ascend_operator.health.judge import Verdict, mark_ready
 from ascend_operator.health.machine import resume
@@ -31,7 +32,7 @@ def test_a_resumed_pod_judges_against_the_restored_baseline() -> None:
 
 def test_a_pod_that_goes_unready_keeps_its_baseline() -> None:
     health = resume((True, "CanaryPassing"), LEARNED)
-    ready = mark_ready(health, Verdict(ready=True, reason="CanaryPassing", message=""), now=10.0)
-    unready = mark_ready(ready, Verdict(ready=False, reason="CanaryFailing", message=""), now=20.0)
+    ready = mark_ready(health, Verdict(ready=True, reason=VerdictReason.CANARY_PASSING, message=""), now=10.0)
+    unready = mark_ready(ready, Verdict(ready=False, reason=VerdictReason.CANARY_FAILING, message=""), now=20.0)
     assert unready.ready_since is None
     assert unready.drift.baseline == LEARNED

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import Baseline, DriftTracker, StepWindow
@@ -163,9 +164,13 @@ def test_every_pair_of_rules_is_ranked_but_those_on_one_field() -> None:
 def test_the_rule_answers_reason_message_and_whether_it_failed() -> None:
     by_reason = {rule.reason: rule for rule in CHAIN}
     pod = healthy()
-    assert by_reason["ConfigMismatch"](Facts(state=pod.state, now=NOW, cfg=CFG)) == ("ConfigMismatch", "", False)
+    assert by_reason[VerdictReason.CONFIG_MISMATCH](Facts(state=pod.state, now=NOW, cfg=CFG)) == (
+        "ConfigMismatch",
+        "",
+        False,
+    )
     bad = config_mismatch(pod)
-    assert by_reason["ConfigMismatch"](Facts(state=bad.state, now=NOW, cfg=CFG)) == (
+    assert by_reason[VerdictReason.CONFIG_MISMATCH](Facts(state=bad.state, now=NOW, cfg=CFG)) == (
         "ConfigMismatch",
         "maxModelLen: expected 4096, engine reports 2048",
         True,

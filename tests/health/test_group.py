@@ -12,6 +12,7 @@ import yaml
 
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.parse import parse_resource
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.group import (
@@ -29,8 +30,8 @@ from ascend_operator.health.samples import EngineSample
 ROOT = Path(__file__).resolve().parents[2]
 LEADER = "svc-group-0"
 WORKER = "svc-group-0-1"
-WORKER_GONE = "WorkerGone"
-PASSING = Verdict(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")
+WORKER_GONE = VerdictReason.WORKER_GONE
+PASSING = Verdict(ready=True, reason=VerdictReason.CANARY_PASSING, message="tokens come back and the engine advances")
 
 
 def judged(group: GroupObservation, *, served: bool) -> Verdict:

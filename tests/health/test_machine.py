@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.health.judge import CanaryOutcome
 from ascend_operator.health.machine import Observations, SetGate, resume, step
 from ascend_operator.health.samples import EngineSample
@@ -82,4 +83,6 @@ def test_a_gate_is_written_once_per_change() -> None:
         later = replace(sample, t=5.0 * (i + 1), generation_tokens=20.0 * (i + 1), iterations=20.0 * (i + 1))
         state, _, actions = step(state, Observations(sample=later, canary=canary), now=later.t, cfg=CFG)
         writes += [a for a in actions if isinstance(a, SetGate)]
-    assert writes == [SetGate(ready=True, reason="CanaryPassing", message="tokens come back and the engine advances")]
+    assert writes == [
+        SetGate(ready=True, reason=VerdictReason.CANARY_PASSING, message="tokens come back and the engine advances")
+    ]

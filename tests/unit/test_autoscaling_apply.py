@@ -6,7 +6,6 @@ the condition instead of another Pending pod; without spec.autoscaling nothing o
 from dataclasses import replace
 from typing import Any
 
-from ascend_operator.api.autoscaling import AutoscalingStatus
 from ascend_operator.api.parse import parse_spec
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.autoscale import Signals
@@ -64,7 +63,8 @@ async def test_a_lasting_queue_writes_spec_replicas_with_an_event_and_a_status()
     assert kube.obj(SERVICE_CR.kind, "llm")["spec"]["replicas"] == 2  # type: ignore[index]
     assert [(e[0], e[1]) for e in events] == [("Normal", "ScaledUp")]
     assert "1 -> 2" in events[0][2]
-    status = AutoscalingStatus.model_validate(memory.extra_status["autoscaling"])
+    status = memory.live.autoscaling
+    assert status is not None
     assert (status.desired_replicas, status.current_replicas, status.waiting_requests) == (2, 1, 6)
     assert status.last_scale_time == "2023-11-14T22:13:20Z"
     assert memory.autoscale_condition is not None
@@ -117,9 +117,9 @@ async def test_without_autoscaling_nothing_remains() -> None:
     _kube, site, _ = _setup()
     memory = ServiceMemory()
     await autoscale(site, memory, _spec(), _queue(1, 0), now=0.0)
-    assert "autoscaling" in memory.extra_status
+    assert "autoscaling" in memory.live.model_fields_set
     await autoscale(site, memory, _spec(autoscaling=None), _queue(1, 0), now=5.0)
-    assert "autoscaling" not in memory.extra_status
+    assert "autoscaling" not in memory.live.model_fields_set  # not written: the stored decision stays
     assert memory.autoscale is None
     assert memory.autoscale_condition is None
 

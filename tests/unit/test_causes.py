@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from ascend_operator.api.reasons import Relayed, ReplicaReason, VerdictReason
 from ascend_operator.controller.causes import Cause, may_fail_mount, mount_failures, pod_cause, replica_causes, worst
 from ascend_operator.controller.status import Observed, compute_status
 from ascend_operator.controller.views import pod_view
@@ -99,15 +100,15 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
 
 @pytest.mark.parametrize(("pod", "reason", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_first_blocking_cause_of_a_pod(pod: dict[str, Any], reason: str, message: str) -> None:
-    assert pod_cause(pod_view(pod)) == Cause(pod="svc-0", reason=reason, message=message)
+    assert pod_cause(pod_view(pod)) == Cause(pod="svc-0", reason=Relayed(reason), message=message)  # as written
 
 
 def test_a_ready_pod_has_no_cause_unless_health_found_a_fault() -> None:
     view = pod_view(raw_pod(0, ready=True))
     assert pod_cause(view) is None
-    stalled = pod_cause(view, health=("Stalled", "2 request(s) running and no forward progress for 36s"))
+    stalled = pod_cause(view, health=(VerdictReason.STALLED, "2 request(s) running and no forward progress for 36s"))
     assert stalled == Cause(
-        pod="svc-0", reason="Stalled", message="2 request(s) running and no forward progress for 36s"
+        pod="svc-0", reason=VerdictReason.STALLED, message="2 request(s) running and no forward progress for 36s"
     )
 
 
@@ -124,7 +125,9 @@ def test_failed_mount_comes_from_the_pods_own_events() -> None:
     ]  # fmt: skip
     failures = mount_failures(events, [stuck])
     assert failures == {"svc-0": MOUNT}
-    assert pod_cause(stuck, mount_failure=failures["svc-0"]) == Cause(pod="svc-0", reason="FailedMount", message=MOUNT)
+    assert pod_cause(stuck, mount_failure=failures["svc-0"]) == Cause(
+        pod="svc-0", reason=ReplicaReason.FAILED_MOUNT, message=MOUNT
+    )
     assert not may_fail_mount(pod_view(raw_pod(0, ready=True)))
 
 
@@ -132,7 +135,7 @@ def test_replicas_without_a_pod_are_named_as_the_operator_will_create_them() -> 
     """After a scale-down kept `svc-3`, a missing replica is the lowest free index, as plan_pods creates it."""
     views = [pod_view(raw_pod(0, ready=True)), pod_view(raw_pod(3, ready=True))]
     causes = replica_causes(views, service="svc", replicas=3, mount_failures={}, health={})
-    assert causes == [Cause(pod="svc-1", reason="WaitingForReplicas", message="not created yet")]
+    assert causes == [Cause(pod="svc-1", reason=ReplicaReason.WAITING_FOR_REPLICAS, message="not created yet")]
 
 
 def test_a_refused_create_names_the_api_servers_message() -> None:
@@ -145,7 +148,7 @@ def test_a_refused_create_names_the_api_servers_message() -> None:
         health={},
         create_failures={"svc-1": quota},
     )
-    assert causes == [Cause(pod="svc-1", reason="PodCreateFailed", message=quota)]
+    assert causes == [Cause(pod="svc-1", reason=ReplicaReason.POD_CREATE_FAILED, message=quota)]
     assert worst(causes, faults_only=True) == causes[0]
 
 
@@ -156,7 +159,7 @@ def test_a_draining_pod_says_so() -> None:
     )
     cause = pod_cause(pod_view(raw))
     assert cause == Cause(
-        pod="svc-1", reason="Draining", message="out of the Service, waiting for its requests (ScaleDown)"
+        pod="svc-1", reason=ReplicaReason.DRAINING, message="out of the Service, waiting for its requests (ScaleDown)"
     )
     assert cause is not None
     assert not cause.fault

@@ -1,5 +1,5 @@
 """A new service's pods are created beside their NetworkPolicy, and a policy that cannot be made takes them
-with it (controller/reconcile.py `_guarded_apply`).
+with it (controller/engines.py `guarded_apply`).
 
 Why it exists: the pod create no longer waits for the policy's (issue 14: a new service's pod bound within
 1.5x a direct create), and that must not open a way to an unguarded engine: a refused policy deletes the

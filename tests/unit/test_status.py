@@ -2,11 +2,14 @@
 
 from dataclasses import replace
 
+from ascend_operator.api.reasons import VerdictReason
+from ascend_operator.api.status import AscendInferenceServiceStatus, LiveStatus
 from ascend_operator.controller.status import (
     ConditionRecord,
     Observed,
     compute_status,
     condition_events,
+    overlay,
     status_changed,
 )
 from ascend_operator.controller.views import PodView
@@ -95,7 +98,8 @@ def test_transition_time_moves_only_when_status_changes() -> None:
 
 def test_overrides_replace_a_computed_condition() -> None:
     o = replace(
-        obs([pod(0)]), overrides=[ConditionRecord("Degraded", "True", "ConfigMismatch", "speculative_config=None")]
+        obs([pod(0)]),
+        overrides=[ConditionRecord("Degraded", "True", VerdictReason.CONFIG_MISMATCH, "speculative_config=None")],
     )
     assert conds(compute_status(o, previous=None, now=T0))["Degraded"] == ("True", "ConfigMismatch")
 
@@ -110,17 +114,18 @@ def test_events_announce_degradation_and_readiness_once() -> None:
 
 
 LIVE = {"metrics": {"tokensPerSecond": 812.4}, "tokensPerSecondDisplay": "812.4", "kvCacheUsageDisplay": "12.0%"}
+LIVE_PART = overlay(AscendInferenceServiceStatus(), LiveStatus.model_validate(LIVE))
 
 
 def test_live_engine_figures_alone_are_written_at_most_every_interval() -> None:
     from ascend_operator.controller.status import status_due
 
     first = compute_status(
-        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0)], extra=LIVE), previous=None, now=T0
+        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0)], extra=LIVE_PART), previous=None, now=T0
     )
     moved = {**first, "metrics": {"tokensPerSecond": 790.1}, "tokensPerSecondDisplay": "790.1"}
     unready = compute_status(
-        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0, ready=False)], extra=LIVE),
+        Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0, ready=False)], extra=LIVE_PART),
         previous=first,
         now=T1,
     )
@@ -141,11 +146,11 @@ def test_the_health_loop_asks_for_a_write_only_when_the_figures_moved_and_are_du
     from ascend_operator.controller.service_state import ServiceMemory
     from ascend_operator.controller.status import PodFault
 
-    memory = ServiceMemory(extra_status=dict(LIVE), live_written_at=100.0)
+    memory = ServiceMemory(live=LiveStatus.model_validate(LIVE), live_written_at=100.0)
     assert not memory.live_due(LIVE, now=200.0, interval=30.0)  # stored already
-    memory.extra_status["tokensPerSecondDisplay"] = "790.1"
+    memory.live = overlay(memory.live, LiveStatus(tokens_per_second_display="790.1"))
     assert not memory.live_due(LIVE, now=120.0, interval=30.0)
     assert memory.live_due(LIVE, now=130.0, interval=30.0)
     before = memory.verdicts()
-    memory.pod_faults = {"u0": PodFault("Stalled", "no forward progress for 31s")}
+    memory.pod_faults = {"u0": PodFault(VerdictReason.STALLED, "no forward progress for 31s")}
     assert memory.verdicts() != before

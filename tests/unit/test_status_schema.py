@@ -20,11 +20,12 @@ import yaml
 
 from ascend_operator.api.constants import KIND
 from ascend_operator.api.parse import ParsedService
-from ascend_operator.api.status import AscendInferenceServiceStatus, Roll
+from ascend_operator.api.reasons import DegradedReason, PoolReason
+from ascend_operator.api.status import AscendInferenceServiceStatus, LiveStatus, Roll, RouterStatus
 from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.service_state import ServiceMemory
-from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch
+from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch, overlay, whole
 from ascend_operator.controller.views import PodView
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
@@ -85,7 +86,7 @@ def pod(i: int, *, ready: bool = True, spec_hash: str = "h", group: int | None =
     )  # fmt: skip
 
 
-def live_figures() -> dict[str, Any]:
+def live_figures() -> AscendInferenceServiceStatus:
     """The health loop's real status fields for one pod serving a speculative model."""
     before = EngineSample(t=0.0, generation_tokens=0.0, spec_drafts=0.0, spec_draft_tokens=0.0, spec_accepted=0.0)
     after = EngineSample(
@@ -93,8 +94,9 @@ def live_figures() -> dict[str, Any]:
         spec_drafts=100.0, spec_draft_tokens=300.0, spec_accepted=180.0, spec_accepted_per_pos={0: 80.0, 1: 60.0},
     )  # fmt: skip
     figures = service_metrics([[before, after]], now=5.0)
-    assert figures["metrics"]["acceptancePerPosition"]  # the widest metrics object the loop writes
-    return figures
+    assert figures.metrics is not None
+    assert figures.metrics.acceptance_per_position  # the widest metrics object the loop writes
+    return overlay(AscendInferenceServiceStatus(), figures)
 
 
 def base(**kw: Any) -> Observed:
@@ -105,16 +107,19 @@ def base(**kw: Any) -> Observed:
 
 def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None:
     serving = compute_status(base(extra=live_figures()), previous=None, now=T0)
-    deferred = ConditionRecord("Degraded", "True", "RollDeferred", "Stalled on svc-0: MaxUnavailable")
+    deferred = ConditionRecord("Degraded", "True", DegradedReason.ROLL_DEFERRED, "Stalled on svc-0: MaxUnavailable")
     groups = [pod(0, group=0), pod(1, group=0), pod(2, group=1)]
     after_serving = {  # what the status shows -> the pass's observation, written over `serving`
         "one replica loads": base(pods=[pod(0), pod(1, ready=False)]),
         "the spec turns invalid": base(spec_hash=None, endpoint=None, errors=["spec.engine: too big [HBMBudget]"]),
-        "the engine figures go": base(extra=service_metrics([], now=9.0)),
+        "the engine figures go": base(extra=overlay(AscendInferenceServiceStatus(), service_metrics([], now=9.0))),
         "a health roll is deferred, the pool synced": base(
-            overrides=[deferred], extra_conditions=[ConditionRecord("InferencePoolReady", "True", "Synced", "pool svc")]
+            overrides=[deferred],
+            extra_conditions=[ConditionRecord("InferencePoolReady", "True", PoolReason.SYNCED, "pool svc")],
         ),
-        "a multi-node service's groups": base(pods=groups, extra={"groups": group_status(groups, size=2)}),
+        "a multi-node service's groups": base(
+            pods=groups, extra=AscendInferenceServiceStatus(groups=group_status(groups, size=2))
+        ),
         "scaled to zero": base(replicas=0, pods=[]),
     }
     assert errors(None, serving) == []
@@ -132,11 +137,15 @@ def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None
 
 def test_a_misspelt_or_mistyped_status_field_fails_before_it_reaches_the_api_server() -> None:
     with pytest.raises(pydantic.ValidationError, match="tokensPerSecondDisply"):
-        compute_status(base(extra={"tokensPerSecondDisply": "812.4"}), previous=None, now=T0)
+        LiveStatus.model_validate({"tokensPerSecondDisply": "812.4"})
     with pytest.raises(pydantic.ValidationError, match="runningRequests"):
-        compute_status(base(extra={"metrics": {"runningRequests": "three"}}), previous=None, now=T0)
+        LiveStatus.model_validate({"metrics": {"runningRequests": "three"}})
     with pytest.raises(pydantic.ValidationError, match="status"):
-        compute_status(base(overrides=[ConditionRecord("Degraded", "Yes", "RollDeferred", "x")]), previous=None, now=T0)
+        compute_status(
+            base(overrides=[ConditionRecord("Degraded", "Yes", DegradedReason.ROLL_DEFERRED, "x")]),
+            previous=None,
+            now=T0,
+        )
 
 
 def test_the_schema_check_refuses_what_the_api_server_prunes_or_refuses() -> None:
@@ -231,3 +240,19 @@ def test_a_misspelt_or_missing_roll_field_fails_before_it_reaches_the_api_server
         Roll.model_validate({**record, "drian": "NotDrained"})
     with pytest.raises(pydantic.ValidationError, match="reason"):
         Roll.model_validate({k: v for k, v in record.items() if k != "reason"})
+
+
+def test_the_live_part_is_a_slice_of_the_status() -> None:
+    """What the health loop keeps is laid over the status by field name: each must be the status's own."""
+    for name, info in LiveStatus.model_fields.items():
+        full = AscendInferenceServiceStatus.model_fields[name]
+        assert (info.alias, info.annotation) == (full.alias, full.annotation), name
+
+
+def test_a_part_writes_the_fields_it_set_and_nothing_else() -> None:
+    assert merge_patch(overlay(AscendInferenceServiceStatus(), LiveStatus(metrics=None))) == {"metrics": None}
+    assert merge_patch(overlay(AscendInferenceServiceStatus(), LiveStatus())) == {}
+    router = RouterStatus(service="svc-router", replicas=2)  # the rest left to their defaults
+    written = merge_patch(AscendInferenceServiceStatus(router=whole(router)))
+    assert written == {"router": router.model_dump(by_alias=True, mode="json")}  # every field, defaults too
+    assert written["router"]["queueSize"] == 0

@@ -5,7 +5,8 @@ contract's entry for it (`ascend_operator.contract.flags`, `Flag.field`), in the
 Why here: a field's description used to spell its flag by hand, a second copy of the contract entry
 (~60 of them). The api models cannot import the contract (the api is the leaf), so the join lives above
 both, beside the CRD generator, and a field's description says what the field means, never its flag:
-tests/unit/test_flag_notes.py fails when one does.
+tests/unit/test_flag_notes.py fails when one does. The same join gives docs/api.md's deletion reasons
+their meaning, from the disruption model's kinds (`reason_notes`).
 """
 
 import sys
@@ -16,8 +17,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from ascend_operator.api.docs import model_of, with_table
+from ascend_operator.api.reasons import RollReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract.flags import TYPED, Flag, Form
+from ascend_operator.disruption.model import KINDS
 
 
 def alias_path(field: str, model: type[BaseModel] = AscendInferenceServiceSpec) -> tuple[str, ...] | None:
@@ -59,6 +62,12 @@ def doc_notes() -> dict[str, str]:
     return {"spec." + ".".join(path): note(flag) for path, flag in flag_notes()}
 
 
+def reason_notes() -> dict[str, str]:
+    """docs/api.md's meaning of each deletion reason: its kind's `why` in the disruption model (the one
+    place a deletion is described; the api's enum cannot import it)."""
+    return {f"RollReason.{reason.name}": KINDS[reason].why for reason in RollReason}
+
+
 def annotate_schema(spec_schema: dict[str, Any]) -> None:
     """Append each flagged field's note to its description in the spec's structural schema."""
     for path, flag in flag_notes():
@@ -70,4 +79,4 @@ def annotate_schema(spec_schema: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/api.md")
-    target.write_text(with_table(target.read_text(), notes=doc_notes()))
+    target.write_text(with_table(target.read_text(), notes=doc_notes(), reason_notes=reason_notes()))

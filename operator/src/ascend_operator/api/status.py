@@ -7,10 +7,24 @@ lastTransitionTime, observedGeneration), so `kubectl wait --for=condition=Ready`
 
 from pydantic import Field, field_validator
 
-from ascend_operator.api.autoscaling import AutoscalingStatus
+from ascend_operator.api.autoscaling import AutoscalingStatus, ScaleReason
 from ascend_operator.api.base import ApiModel
-from ascend_operator.api.reasons import DrainResult, RollReason
-from ascend_operator.api.revision import RevisionCount, RolloutStatus
+from ascend_operator.api.reasons import (
+    AutoscalingReason,
+    AvailableReason,
+    DegradedReason,
+    DrainResult,
+    EventReason,
+    KubeletReason,
+    PoolReason,
+    ProgressingReason,
+    ReadyReason,
+    Relayed,
+    ReplicaReason,
+    RollReason,
+    VerdictReason,
+)
+from ascend_operator.api.revision import RevisionCount, RolloutPhase, RolloutStatus
 
 READY = "Ready"
 AVAILABLE = "Available"
@@ -18,6 +32,10 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 #: Present only while spec.routing.inferencePool is (or was just) enabled: whether the owned pool is in sync.
 INFERENCE_POOL_READY = "InferencePoolReady"
+#: Present with spec.autoscaling: True while the autoscaler decides spec.replicas, False while it holds.
+AUTOSCALING = "Autoscaling"
+#: How the last spec change went (spec.rollout): True while it goes on or is done, False when rolled back.
+ROLLOUT_HEALTHY = "RolloutHealthy"
 
 
 class Condition(ApiModel):
@@ -48,6 +66,19 @@ class EngineMetrics(ApiModel):
         default=None, description="Accepted share per draft position (single pod)."
     )
     preemptions: int | None = Field(default=None, description="Preemptions over the last 30 s.")
+
+
+class LiveStatus(ApiModel):
+    """The status fields the health loop refreshes at scrape rate: the engine figures and the autoscaler's
+    decision, written with the next status patch (at most every status interval when nothing else changed).
+    Each is the status's own field (same name and type: tests/unit/test_status_schema.py), so the reconcile
+    loop lays it over the status it computes. A field left unset is not written; one set to None clears
+    the stored one (the engines stopped answering)."""
+
+    metrics: EngineMetrics | None = Field(default=None, description="Engine figures.")
+    tokens_per_second_display: str | None = Field(default=None, description="Tokens/s for the printer column.")
+    kv_cache_usage_display: str | None = Field(default=None, description="KV usage for the printer column.")
+    autoscaling: AutoscalingStatus | None = Field(default=None, description="spec.autoscaling's last decision.")
 
 
 class Roll(ApiModel):
@@ -174,3 +205,23 @@ class AscendInferenceServiceStatus(ApiModel):
     rollout: RolloutStatus | None = Field(
         default=None, description="The last spec change's rollout: phase, and with analysis what decided it."
     )
+
+
+#: Any reason a status condition may carry (api/reasons.py; RolloutHealthy's are the rollout phases,
+#: Autoscaling's False ones the autoscaler's holds): what `controller/status.py` ConditionRecord takes.
+ConditionReason = (
+    ReadyReason
+    | AvailableReason
+    | ProgressingReason
+    | DegradedReason
+    | PoolReason
+    | AutoscalingReason
+    | ReplicaReason
+    | VerdictReason
+    | KubeletReason
+    | ScaleReason
+    | RolloutPhase
+    | Relayed
+)
+#: Any reason an event about a service may carry: its own, a condition's, a deletion's.
+AnyEventReason = EventReason | ConditionReason | RollReason

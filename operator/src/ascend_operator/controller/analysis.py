@@ -16,6 +16,7 @@ reconcile loop (controller/rollout.py) to act on.
 import logging
 from collections.abc import Mapping, Sequence
 
+from ascend_operator.api.reasons import RolloutSignal
 from ascend_operator.api.rollout import AnalysisSpec
 from ascend_operator.controller.rollout_memory import Concluded, Window
 from ascend_operator.controller.service_state import ServiceMemory
@@ -114,7 +115,7 @@ def analyse(
     w = rm.window if rm.window is not None and rm.window.revision == j.update else None
     if w is not None and (judged is None or judged.uid != w.canary):
         roll = next((r for r in reversed(memory.rolls) if r.uid == w.canary), None)
-        signal = roll.reason.value if roll is not None else "CanaryGone"
+        signal = roll.reason if roll is not None else RolloutSignal.CANARY_GONE
         why = f"pod {w.canary_name} went before the analysis ended" + (f": {roll.message}" if roll else "")
         _conclude(memory, w, Verdict(outcome=Outcome.FAILED, signal=signal, message=why), REPLICAS)
         return

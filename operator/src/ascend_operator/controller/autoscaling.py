@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 
 from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingStatus, ScaleReason
 from ascend_operator.api.constants import GROUP, KIND
+from ascend_operator.api.reasons import AutoscalingReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import AUTOSCALING, LiveStatus
 from ascend_operator.autoscale import (
     Signals,
     Window,
@@ -37,14 +39,14 @@ from ascend_operator.clients.resources import HPA, SERVICE_CR
 from ascend_operator.controller.deletions import Site
 from ascend_operator.controller.metrics import publish_autoscaling, record_scale
 from ascend_operator.controller.service_state import ServiceMemory
-from ascend_operator.controller.status import ConditionRecord
+from ascend_operator.controller.status import ConditionRecord, merge_patch, overlay, without
 from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.samples import EngineSample
 
 #: The status condition the autoscaler sets: True while it decides spec.replicas, False while it holds
 #: for a reason the user should act on (another autoscaler, no NPUs for another replica, no signal).
-CONDITION = "Autoscaling"
+CONDITION = AUTOSCALING
 #: Seconds the service's body may take to show the spec.replicas the autoscaler wrote (a watch event).
 SPEC_CATCH_UP_SECONDS = 15.0
 #: Reasons to hold that the condition says (False), each with a message that does not move with the load:
@@ -138,7 +140,7 @@ def _status(
 def forget(site: Site, memory: ServiceMemory) -> None:
     """spec.autoscaling is unset: no state, no status, no series, no condition."""
     memory.autoscale = None
-    memory.extra_status.pop("autoscaling", None)
+    memory.live = without(memory.live, "autoscaling")
     memory.autoscale_condition = None
     publish_autoscaling(site.namespace, site.service, None)
 
@@ -168,12 +170,12 @@ async def autoscale(
             memory.autoscale_asked = d.desired
             memory.autoscale_scaled_at = iso(site.clock())
             record_scale(site.namespace, site.service, up=d.desired > s.replicas)
-            site.events("Normal", d.reason.value, d.message)
+            site.events("Normal", d.reason, d.message)
     elif (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
-        site.events("Warning", d.reason.value, d.message)
+        site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
-    memory.extra_status["autoscaling"] = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    memory.live = overlay(memory.live, LiveStatus(autoscaling=_known(status)))
     memory.autoscale_condition = _condition(d.reason, d.message, auto)
     publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
 
@@ -189,11 +191,11 @@ async def _propose(
     memory.autoscale_seen = s.replicas
     d = decide(s, state, auto, now)
     if (d.reason in _HOLDS or d.reason is ScaleReason.OTHER_AUTOSCALER) and d.reason.value != memory.autoscale_reason:
-        site.events("Warning", d.reason.value, d.message)
+        site.events("Warning", d.reason, d.message)
     memory.autoscale, memory.autoscale_reason = state, d.reason.value
     status = _status(s, auto, d.desired, d.reason, d.message, memory.autoscale_scaled_at)
-    dumped = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    memory.extra_status["autoscaling"] = dumped
+    memory.live = overlay(memory.live, LiveStatus(autoscaling=_known(status)))
+    dumped = merge_patch(_known(status))
     memory.autoscale_condition = _condition(d.reason, d.message, auto)
     publish_autoscaling(site.namespace, site.service, status, bounds=(auto.min_replicas, auto.max_replicas))
     if d.desired != memory.autoscale_asked:  # the parent acts on it: not after the next status interval
@@ -203,10 +205,16 @@ async def _propose(
             memory.autoscale_asked = d.desired
 
 
+def _known(status: AutoscalingStatus) -> AutoscalingStatus:
+    """The decision with the figures it knows: one not known (None: no engine answered) is left out of
+    status.autoscaling rather than written as null."""
+    return AutoscalingStatus.model_validate(status.model_dump(exclude_none=True))
+
+
 def _condition(reason: ScaleReason, message: str, auto: AutoscalingSpec) -> ConditionRecord:
     if reason is ScaleReason.OTHER_AUTOSCALER:  # names the HPA: stable while it exists
-        return ConditionRecord(CONDITION, "False", reason.value, message)
+        return ConditionRecord(CONDITION, "False", reason, message)
     if reason in _HOLDS:
-        return ConditionRecord(CONDITION, "False", reason.value, _HOLDS[reason])
+        return ConditionRecord(CONDITION, "False", reason, _HOLDS[reason])
     said = f"spec.replicas follows the engines' load within {auto.min_replicas}..{auto.max_replicas}"
-    return ConditionRecord(CONDITION, "True", "FollowingLoad", said)
+    return ConditionRecord(CONDITION, "True", AutoscalingReason.FOLLOWING_LOAD, said)

@@ -18,38 +18,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ascend_operator.api.reasons import KubeletReason, Relayed, ReplicaReason, VerdictReason
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.judge import FAULTS
+
+#: What a replica's cause may be: the operator's own words, a health verdict, or the kubelet's (repeated).
+CauseReason = ReplicaReason | VerdictReason | KubeletReason | Relayed
 
 #: Container waiting reasons the kubelet reports for a container that cannot start, by how much they say
 #: about a fault the user has to fix (kubelet: pkg/kubelet/images/types.go ErrImagePullBackOff,
 #: ErrImagePull, ErrInvalidImageName; pkg/kubelet/container/sync_result.go CrashLoopBackOff,
 #: CreateContainerConfigError, CreateContainerError, RunContainerError).
-CONTAINER_FAULTS = (
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-)
+CONTAINER_FAULTS = tuple(KubeletReason)
 #: Every cause, most serious first; the service's reason is the first one any replica has. The health
 #: verdicts that are faults come first, in the judge chain's order (health/judge.py `FAULTS`).
 SEVERITY = (
     *FAULTS,
     *CONTAINER_FAULTS,
-    "PodCreateFailed",
-    "FailedMount",
-    "InsufficientNPU",
-    "Unschedulable",
-    "Draining",
-    "WaitingForReplicas",
+    ReplicaReason.POD_CREATE_FAILED,
+    ReplicaReason.FAILED_MOUNT,
+    ReplicaReason.INSUFFICIENT_NPU,
+    ReplicaReason.UNSCHEDULABLE,
+    ReplicaReason.DRAINING,
+    ReplicaReason.WAITING_FOR_REPLICAS,
 )
 #: Causes that are not a fault but a step on the way (a deletion, a pod still loading its engine):
 #: they hold Ready back without making the service Degraded.
-TRANSIENT = frozenset({"Draining", "WaitingForReplicas"})
+TRANSIENT = frozenset({ReplicaReason.DRAINING, ReplicaReason.WAITING_FOR_REPLICAS})
 #: Waiting reasons that are the normal way to a running container, not causes of their own.
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 
@@ -59,7 +54,7 @@ class Cause:
     """Why one replica does not serve."""
 
     pod: str
-    reason: str
+    reason: CauseReason
     message: str
 
     @property
@@ -71,36 +66,40 @@ class Cause:
         return f"pod {self.pod}: {self.reason}: {self.message}" if self.message else f"pod {self.pod}: {self.reason}"
 
 
-def pod_cause(pod: PodView, *, mount_failure: str | None = None, health: tuple[str, str] | None = None) -> Cause | None:
+def pod_cause(
+    pod: PodView, *, mount_failure: str | None = None, health: tuple[VerdictReason, str] | None = None
+) -> Cause | None:
     """The first blocking cause of one pod; None when it serves (Ready) and nothing is wrong.
 
     `mount_failure` is the message of the pod's latest FailedMount event, `health` the operator's
     (reason, message) verdict when it is a fault (health/judge.py `FAULTS`).
     """
     if pod.terminating:
-        return Cause(pod=pod.name, reason="Draining", message="the pod is being deleted")
+        return Cause(pod=pod.name, reason=ReplicaReason.DRAINING, message="the pod is being deleted")
     if pod.drain is not None:
         why = pod.drain.get("reason", "")
-        return Cause(pod=pod.name, reason="Draining", message=f"out of the Service, waiting for its requests ({why})")
+        return Cause(
+            pod=pod.name, reason=ReplicaReason.DRAINING, message=f"out of the Service, waiting for its requests ({why})"
+        )
     if pod.unschedulable is not None:
-        reason = "InsufficientNPU" if pod.lacks_npus else "Unschedulable"
+        reason = ReplicaReason.INSUFFICIENT_NPU if pod.lacks_npus else ReplicaReason.UNSCHEDULABLE
         return Cause(pod=pod.name, reason=reason, message=pod.unschedulable)
     waiting = pod.waiting
     if mount_failure is not None and (waiting is None or waiting[0] in STARTING) and pod.phase == "Pending":
-        return Cause(pod=pod.name, reason="FailedMount", message=mount_failure)
+        return Cause(pod=pod.name, reason=ReplicaReason.FAILED_MOUNT, message=mount_failure)
     if waiting is not None and waiting[0] not in STARTING:
-        reason, message = waiting
-        if reason == "CrashLoopBackOff":
+        said, message = waiting
+        if said == KubeletReason.CRASH_LOOP_BACK_OFF:
             ended = f", last run: {pod.last_exit}" if pod.last_exit else ""
             detail = f": {message}" if message else ""
             message = f"restarted {pod.restarts} time(s){ended}{detail}"
-        return Cause(pod=pod.name, reason=reason, message=message)
+        return Cause(pod=pod.name, reason=Relayed(said), message=message)
     if health is not None:
         return Cause(pod=pod.name, reason=health[0], message=health[1])
     if pod.ready:
         return None
     detail = f"container {waiting[0]}" if waiting is not None else f"phase {pod.phase}, the engine is not serving yet"
-    return Cause(pod=pod.name, reason="WaitingForReplicas", message=detail)
+    return Cause(pod=pod.name, reason=ReplicaReason.WAITING_FOR_REPLICAS, message=detail)
 
 
 def _event_time(event: Mapping[str, Any]) -> str:
@@ -136,7 +135,9 @@ def may_fail_mount(pod: PodView) -> bool:
 
 
 def _rank(cause: Cause) -> int:
-    return SEVERITY.index(cause.reason) if cause.reason in SEVERITY else SEVERITY.index("RunContainerError")
+    return (
+        SEVERITY.index(cause.reason) if cause.reason in SEVERITY else SEVERITY.index(KubeletReason.RUN_CONTAINER_ERROR)
+    )
 
 
 def replica_causes(
@@ -145,7 +146,7 @@ def replica_causes(
     service: str,
     replicas: int,
     mount_failures: Mapping[str, str],
-    health: Mapping[str, tuple[str, str]],
+    health: Mapping[str, tuple[VerdictReason, str]],
     create_failures: Mapping[str, str] | None = None,
 ) -> list[Cause]:
     """The cause of every replica that does not serve, in replica order, plus terminating pods.
@@ -167,9 +168,9 @@ def replica_causes(
     for _ in range(replicas - len({p.replica for p in live})):
         name = f"{service}-{next(free)}"
         if name in refused:  # the API server's own words: the quota or admission rule that said no
-            causes.append(Cause(pod=name, reason="PodCreateFailed", message=refused[name]))
+            causes.append(Cause(pod=name, reason=ReplicaReason.POD_CREATE_FAILED, message=refused[name]))
         else:
-            causes.append(Cause(pod=name, reason="WaitingForReplicas", message="not created yet"))
+            causes.append(Cause(pod=name, reason=ReplicaReason.WAITING_FOR_REPLICAS, message="not created yet"))
     return causes
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import kopf
 
 from ascend_operator.api.constants import ANNOTATION_DRAIN, READINESS_GATE
+from ascend_operator.api.reasons import DegradedReason, EventReason, ProgressingReason, VerdictReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import DEGRADED, PROGRESSING, AscendInferenceServiceStatus, Roll
 from ascend_operator.clients.resources import LWS, POD, SERVICE_CR, Kube, service_pods
@@ -137,7 +138,9 @@ def kept_health_rolls(status: Mapping[str, Any], *, now: float) -> list[str]:
 def deferred(decision: Decision) -> list[ConditionRecord]:
     """Degraded/RollDeferred for a health roll a rule refused: what was found, on which pod, which rule."""
     return [
-        ConditionRecord(DEGRADED, "True", "RollDeferred", f"{h.candidate.reason} on {h.candidate.pod}: {h.message}")
+        ConditionRecord(
+            DEGRADED, "True", DegradedReason.ROLL_DEFERRED, f"{h.candidate.reason} on {h.candidate.pod}: {h.message}"
+        )
         for h in decision.held
         if h.refused and h.candidate.reason in HEALTH_REASONS and h.rule != POD_GONE
     ]
@@ -151,7 +154,7 @@ def switching(decision: Decision) -> list[ConditionRecord]:
         return []
     first = waits[0]
     message = f"{first.candidate.message}; {first.message}"
-    return [ConditionRecord(PROGRESSING, "True", "TopologySwitchWaiting", message)]
+    return [ConditionRecord(PROGRESSING, "True", ProgressingReason.TOPOLOGY_SWITCH_WAITING, message)]
 
 
 async def _history(site: Site, memory: ServiceMemory, candidates: Sequence[Candidate]) -> list[float]:
@@ -208,7 +211,9 @@ async def _complete_recorded(site: Site, memory: ServiceMemory, views: Sequence[
             continue
         found = True
         if await _remove(site, pod, name=pod.name, uid=pod.uid, reason=reason):
-            site.events("Normal", "RollCompleted", f"deleted pod {pod.name} of the recorded roll {record.time}")
+            site.events(
+                "Normal", EventReason.ROLL_COMPLETED, f"deleted pod {pod.name} of the recorded roll {record.time}"
+            )
     return found
 
 
@@ -221,7 +226,7 @@ async def _drain(site: Site, action: Drain) -> None:
     condition = {
         "type": READINESS_GATE,
         "status": "False",
-        "reason": "Draining",
+        "reason": VerdictReason.DRAINING.value,
         "message": f"draining before deletion ({action.reason.value})",
         "lastTransitionTime": iso(now),
     }
@@ -229,7 +234,9 @@ async def _drain(site: Site, action: Drain) -> None:
         await site.kube.patch(POD, site.namespace, action.pod, {"status": {"conditions": [condition]}}, status=True)
     except (kopf.TemporaryError, kopf.PermanentError) as exc:  # the health loop writes it from the annotation
         log.warning("drain gate of pod %s/%s not written: %s", site.namespace, action.pod, exc)
-    site.events("Normal", "Draining", f"draining pod {action.pod} before deleting it, reason {action.reason.value}")
+    site.events(
+        "Normal", EventReason.DRAINING, f"draining pod {action.pod} before deleting it, reason {action.reason.value}"
+    )
 
 
 def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str, drain: DrainResult) -> Roll:
@@ -277,9 +284,13 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
         await _force_members(site, memory, pod)
     record_roll(site.namespace, site.service, action.reason)
     if action.reason in HEALTH_REASONS:
-        site.events("Warning", "Rolled", f"recreating pod {action.pod}, reason {action.reason.value}: {action.message}")
+        site.events(
+            "Warning",
+            EventReason.ROLLED,
+            f"recreating pod {action.pod}, reason {action.reason.value}: {action.message}",
+        )
     else:
-        site.events("Normal", action.reason.value, f"deleted pod {action.pod}: {action.reason.value} ({action.drain})")
+        site.events("Normal", action.reason, f"deleted pod {action.pod}: {action.reason.value} ({action.drain})")
 
 
 async def observe_groups(site: Site, memory: ServiceMemory, lws: Mapping[str, Any], pods: Sequence[PodView]) -> None:
@@ -306,7 +317,7 @@ async def observe_groups(site: Site, memory: ServiceMemory, lws: Mapping[str, An
             return  # the next pass sees the same groups again
     for group in found:
         record_roll(site.namespace, site.service, group.reason)
-        site.events("Warning", group.reason.value, f"{group.message}: its leader is now {group.pod}")
+        site.events("Warning", group.reason, f"{group.message}: its leader is now {group.pod}")
     size = (lws.get("spec") or {}).get("replicas")
     now = leaders_seen(pods, before=seen, size=size if isinstance(size, int) else 0)
     if now != seen:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from ascend_operator.api.reasons import EventReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.clients.engine import CanaryResult, Engines
 from ascend_operator.clients.resources import Kube
@@ -131,13 +132,13 @@ async def service_api_key(
     if ref is None or mon.keys is None:
         return None
     key = await mon.keys.get(namespace, ref)
-    marker = ("ApiKeyUnavailable", f"{ref.name}/{ref.key}")
+    marker = (EventReason.API_KEY_UNAVAILABLE, f"{ref.name}/{ref.key}")
     if key is None:
         if marker not in state.announced:
             state.announced.add(marker)
             mon.events(
                 "Warning",
-                "ApiKeyUnavailable",
+                EventReason.API_KEY_UNAVAILABLE,
                 f"cannot read key {ref.key!r} of Secret {ref.name!r}; the canary and the config check go without it",
             )
         return None

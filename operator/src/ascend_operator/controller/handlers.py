@@ -29,6 +29,7 @@ from ascend_operator.api.constants import (
     VERSION,
 )
 from ascend_operator.api.parse import SpecError, parse_spec
+from ascend_operator.api.status import AnyEventReason
 from ascend_operator.clients.caches import Caches
 from ascend_operator.clients.chip_reports import ChipReports, NodeLabels
 from ascend_operator.clients.engine import EngineClient
@@ -169,7 +170,7 @@ def _owner_changed(memo: kopf.Memo, obj: Mapping[str, Any]) -> None:
 def _poster(body: kopf.Body) -> EventSink:
     """Events about this service, posted by kopf."""
 
-    def post(type: str, reason: str, message: str) -> None:
+    def post(type: str, reason: AnyEventReason, message: str) -> None:
         kopf.event(body, type=type, reason=reason, message=message)
 
     return post

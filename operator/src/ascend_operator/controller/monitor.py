@@ -18,11 +18,14 @@ a Secret that cannot be read is one event naming the Secret, never its value.
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 import kopf
 
 from ascend_operator.api.constants import ANNOTATION_DRIFT_BASELINE, READINESS_GATE
+from ascend_operator.api.reasons import EventReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import LiveStatus
 from ascend_operator.clients.resources import POD, service_pods
 from ascend_operator.controller.analysis import observe_rollout
 from ascend_operator.controller.autoscaling import autoscale, forget, other_autoscaler, signals
@@ -38,7 +41,7 @@ from ascend_operator.controller.engine_io import (
 )
 from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
 from ascend_operator.controller.service_state import ServiceMemory
-from ascend_operator.controller.status import PodFault
+from ascend_operator.controller.status import PodFault, overlay
 from ascend_operator.controller.timestamps import epoch, iso
 from ascend_operator.controller.views import PodView, pod_view
 from ascend_operator.disruption import Candidate, RollReason
@@ -190,9 +193,9 @@ def _chip_finding(mon: Monitor, state: MonitorState, pod: PodView, every: list[P
         if report is None:
             continue
         for problem in report.problems:
-            if ("ChipReportUnreadable", problem) not in state.announced:
-                state.announced.add(("ChipReportUnreadable", problem))
-                mon.events("Warning", "ChipReportUnreadable", f"node {report.node}: {problem}")
+            if (EventReason.CHIP_REPORT_UNREADABLE, problem) not in state.announced:
+                state.announced.add((EventReason.CHIP_REPORT_UNREADABLE, problem))
+                mon.events("Warning", EventReason.CHIP_REPORT_UNREADABLE, f"node {report.node}: {problem}")
         found = judge_chips(report, member.chips, group_member=group, now=mon.wall())
         if found is not None:
             return found
@@ -254,6 +257,11 @@ def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput)
     if worker.terminating or leader is None or quiet is None or started is None or started >= quiet:
         return worker
     return leader
+
+
+def _figures(live: LiveStatus) -> dict[str, Any]:
+    """One pod's figures as `status.metrics` names them (camelCase), for its series."""
+    return {} if live.metrics is None else live.metrics.model_dump(by_alias=True, exclude_unset=True)
 
 
 def _faults(pods: list[PodView], verdicts: Mapping[str, Verdict]) -> dict[str, PodFault]:
@@ -339,8 +347,8 @@ async def health_pass(
         now=mon.mono(),
     )
     now = mon.mono()
-    memory.extra_status.update(service_metrics([state.pods[p.uid].samples for p in live], now=now))
-    per_pod = {p.name: service_metrics([state.pods[p.uid].samples], now=now)["metrics"] or {} for p in live}
+    memory.live = overlay(memory.live, service_metrics([state.pods[p.uid].samples for p in live], now=now))
+    per_pod = {p.name: _figures(service_metrics([state.pods[p.uid].samples], now=now)) for p in live}
     publish_figures(namespace, service, per_pod)  # full rate, beside the status' every-30-s sums
     if spec.autoscaling is None:
         forget(site, memory)

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
-from ascend_operator.api.status import RouterStatus
+from ascend_operator.api.reasons import EventReason
+from ascend_operator.api.status import AscendInferenceServiceStatus, RouterStatus
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.clients.resources import (
     DEPLOYMENT,
@@ -24,6 +25,7 @@ from ascend_operator.clients.resources import (
     Resource,
 )
 from ascend_operator.controller.service_state import EventSink
+from ascend_operator.controller.status import whole
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.netpol import policy_name
 from ascend_operator.render.pod import Owner, engine_digest, owned_by
@@ -42,8 +44,8 @@ async def ensure(
     desired: Mapping[str, Any] | None,
     *,
     drift: Drift,
-    created: str = "",
-    removed: str = "",
+    created: EventReason | None = None,
+    removed: EventReason | None = None,
 ) -> Mapping[str, Any] | None:
     """Make object `name` of kind `res` what `desired` says, or absent when it is None (only if this
     service owns it: never a user's). `created` / `removed` name the event announcing either, if any.
@@ -54,12 +56,12 @@ async def ensure(
     if desired is None:
         if current is not None and owned_by(current, owner):
             await kube.delete(res, owner.namespace, name)
-            if removed:
+            if removed is not None:
                 events("Normal", removed, f"deleted {res.kind} {name}")
         return current
     if current is None:
         if await kube.create(desired):
-            if created:
+            if created is not None:
                 events("Normal", created, f"created {res.kind} {name}")
             return None
         current = await kube.get(res, owner.namespace, name, fresh=True)
@@ -117,8 +119,8 @@ async def ensure_pdb(kube: Kube, events: EventSink, desired: Desired) -> None:
     switch patches the budget in place (render/group_pdb.py)."""
     owner = desired.owner
     await ensure(
-        kube, events, PDB, owner, owner.name, desired.budget,
-        drift=_min_available, created="DisruptionBudgetCreated", removed="DisruptionBudgetRemoved",
+        kube, events, PDB, owner, owner.name, desired.budget, drift=_min_available,
+        created=EventReason.DISRUPTION_BUDGET_CREATED, removed=EventReason.DISRUPTION_BUDGET_REMOVED,
     )  # fmt: skip
 
 
@@ -181,12 +183,14 @@ def router_status(desired: Desired, deployment: Mapping[str, Any] | None) -> Rou
     )
 
 
-def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> AscendInferenceServiceStatus:
     """The status field `router`: set while there is one; cleared (null) only where the stored status has one,
     so a service without a router writes nothing for it."""
     if router is not None:
-        return {"router": router.model_dump(by_alias=True, mode="json")}
-    return {"router": None} if (previous or {}).get("router") else {}
+        return AscendInferenceServiceStatus(router=whole(router))
+    return (
+        AscendInferenceServiceStatus(router=None) if (previous or {}).get("router") else AscendInferenceServiceStatus()
+    )
 
 
 async def ensure_router(kube: Kube, events: EventSink, desired: Desired) -> RouterStatus | None:
@@ -200,14 +204,19 @@ async def ensure_router(kube: Kube, events: EventSink, desired: Desired) -> Rout
     seen: dict[str, Mapping[str, Any] | None] = {}
     try:
         for res, drift in kinds:
-            announce = "RouterCreated" if res is DEPLOYMENT else ""
+            deployment = res is DEPLOYMENT  # the one object of the router announced
             seen[res.kind] = await ensure(
-                kube, events, res, owner, router_name(owner), wanted.get(res.kind),
-                drift=drift, created=announce, removed=announce.replace("Created", "Removed"),
+                kube, events, res, owner, router_name(owner), wanted.get(res.kind), drift=drift,
+                created=EventReason.ROUTER_CREATED if deployment else None,
+                removed=EventReason.ROUTER_REMOVED if deployment else None,
             )  # fmt: skip
     except ApiRefused as exc:  # the engines serve on through their own Service; the user is told the fix
         if exc.status != 403:
             raise
         fix = "install the chart with router.enabled=true"
-        events("Warning", "RouterForbidden", f"the operator may not manage {res.kind} {router_name(owner)}: {fix}")
+        events(
+            "Warning",
+            EventReason.ROUTER_FORBIDDEN,
+            f"the operator may not manage {res.kind} {router_name(owner)}: {fix}",
+        )
     return router_status(desired, seen.get(DEPLOYMENT.kind))

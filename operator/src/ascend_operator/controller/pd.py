@@ -21,18 +21,34 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ascend_operator.api.autoscaling import AutoscalingStatus
+from ascend_operator.api.autoscaling import AutoscalingStatus, ScaleReason
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import ParsedService, SpecError, parse_spec
+from ascend_operator.api.reasons import (
+    AvailableReason,
+    DegradedReason,
+    EventReason,
+    ProgressingReason,
+    ReadyReason,
+    Relayed,
+)
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.api.status import AVAILABLE, DEGRADED, PROGRESSING, READY, RoleStatus
+from ascend_operator.api.status import (
+    AVAILABLE,
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    AscendInferenceServiceStatus,
+    ConditionReason,
+    RoleStatus,
+)
 from ascend_operator.autoscale import PoolAsk, PoolCount, resolve
 from ascend_operator.clients.resources import SERVICE_CR, Kube
 from ascend_operator.controller.metrics import record_scale
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.service_state import EventSink
-from ascend_operator.controller.status import ConditionRecord, Observed
+from ascend_operator.controller.status import ConditionRecord, Observed, overlay, whole
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
@@ -93,7 +109,7 @@ def _announce(events: EventSink, desired: Desired, live: Bodies, counts: Mapping
         up = count.replicas > int(before)
         decision = _autoscaling(live.get(role))
         why = count.held or (decision.message if decision is not None else "")
-        reason = "ScaledUp" if up else "ScaledDown"
+        reason = ScaleReason.SCALE_UP if up else ScaleReason.SCALE_DOWN
         events("Normal", reason, f"{role.value} {before} -> {count.replicas}: {why}")
         record_scale(desired.owner.namespace, desired.owner.name, up=up)
 
@@ -118,8 +134,8 @@ async def ensure_roles(kube: Kube, events: EventSink, desired: Desired) -> dict[
     for role in ROLES:
         name = role_name(owner.name, role)
         body = wanted.get(name)
-        live = await ensure(kube, events, SERVICE_CR, owner, name, body, drift=role_drift, created="RoleCreated",
-                            removed="RoleRemoved")  # fmt: skip
+        live = await ensure(kube, events, SERVICE_CR, owner, name, body, drift=role_drift,
+                            created=EventReason.ROLE_CREATED, removed=EventReason.ROLE_REMOVED)  # fmt: skip
         seen[role] = None if body is None else dict(live or body)  # just created: no status yet
     return seen
 
@@ -178,11 +194,11 @@ def role_status(
     )
 
 
-def _true(kind: str, reason: str, message: str) -> ConditionRecord:
+def _true(kind: str, reason: ConditionReason, message: str) -> ConditionRecord:
     return ConditionRecord(kind, "True", reason, message)
 
 
-def _false(kind: str, reason: str, message: str) -> ConditionRecord:
+def _false(kind: str, reason: ConditionReason, message: str) -> ConditionRecord:
     return ConditionRecord(kind, "False", reason, message)
 
 
@@ -199,32 +215,32 @@ def _pair_ready(roles: Sequence[RoleStatus]) -> ConditionRecord:
     counts = _summary(roles)
     late = [r for r in roles if not r.ready]
     if not late:
-        return _true(READY, "AllRolesReady", counts)
-    return _false(READY, late[0].reason, f"{counts}; {late[0].role}: {late[0].message or late[0].reason}")
+        return _true(READY, ReadyReason.ALL_ROLES_READY, counts)
+    return _false(READY, Relayed(late[0].reason), f"{counts}; {late[0].role}: {late[0].message or late[0].reason}")
 
 
 def _pair_available(roles: Sequence[RoleStatus], bodies: Bodies) -> ConditionRecord:
     idle = [role for role, cond in _states(bodies, AVAILABLE).items() if cond.get("status") != "True"]
     if not idle:
-        return _true(AVAILABLE, "RolesServing", _summary(roles))
-    return _false(AVAILABLE, "RoleUnavailable", f"no {idle[0].value} engine serves ({_summary(roles)})")
+        return _true(AVAILABLE, AvailableReason.ROLES_SERVING, _summary(roles))
+    return _false(AVAILABLE, AvailableReason.ROLE_UNAVAILABLE, f"no {idle[0].value} engine serves ({_summary(roles)})")
 
 
 def _pair_progressing(bodies: Bodies) -> ConditionRecord:
     states = _states(bodies, PROGRESSING)
     moving = [r for r in ROLES if states[r].get("status") != "False"]  # True, or no status yet
     if not moving:
-        return _false(PROGRESSING, "RolesUpToDate", "both roles run the current spec and are ready")
+        return _false(PROGRESSING, ProgressingReason.ROLES_UP_TO_DATE, "both roles run the current spec and are ready")
     said = (f"{r.value}: {states[r].get('message') or 'starting'}" for r in moving)
-    return _true(PROGRESSING, "RolesProgressing", "; ".join(said))
+    return _true(PROGRESSING, ProgressingReason.ROLES_PROGRESSING, "; ".join(said))
 
 
 def _pair_degraded(bodies: Bodies) -> ConditionRecord:
     states = _states(bodies, DEGRADED)
     hurt = [r for r in ROLES if states[r].get("status") == "True"]
     if not hurt:
-        return _false(DEGRADED, "AsExpected", "")
-    reason = str(states[hurt[0]].get("reason") or "RoleDegraded")
+        return _false(DEGRADED, DegradedReason.AS_EXPECTED, "")
+    reason = Relayed(str(states[hurt[0]].get("reason") or DegradedReason.ROLE_DEGRADED))
     return _true(DEGRADED, reason, "; ".join(f"{r.value}: {states[r].get('message', '')}" for r in hurt))
 
 
@@ -269,14 +285,14 @@ class Pair:
 
     def observed(self, obs: Observed) -> Observed:
         if self.seen is None:
-            return replace(obs, extra={**obs.extra, "roles": None})
-        extra = {
-            **obs.extra,
-            "roles": [r.model_dump(by_alias=True, mode="json") for r in self.seen.roles],
-            "replicas": self.seen.pods,
-            "readyReplicas": self.seen.ready_units,
-            "desiredReplicas": self.units,
-        }
+            return replace(obs, extra=overlay(obs.extra, AscendInferenceServiceStatus(roles=None)))
+        roles = AscendInferenceServiceStatus(
+            roles=[whole(r) for r in self.seen.roles],
+            replicas=self.seen.pods,
+            ready_replicas=self.seen.ready_units,
+            desired_replicas=self.units,
+        )
+        extra = overlay(obs.extra, roles)
         return replace(obs, extra=extra, overrides=self.seen.overrides, selector=self.selector, endpoint=self.endpoint)
 
 

@@ -7,93 +7,44 @@
 3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
    disruption step (controller/deletions.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
-   spec.routing.inferencePool, the InferencePool (controller/routing.py);
+   spec.routing.inferencePool, the InferencePool (controller/routing.py); steps 2 and 3 on the engines are
+   controller/engines.py;
 4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
    and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
 """
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
-from ascend_operator.api.constants import ANNOTATION_SPEC_HASH, LABEL_SERVICE, NPU_RESOURCE
+from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.parse import ParsedService, SpecError, parse_resource
+from ascend_operator.api.reasons import Relayed
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.clients.kube import ApiRefused
-from ascend_operator.clients.resources import (
-    EVENT,
-    LWS,
-    POD,
-    SERVICE_CR,
-    Kube,
-    service_pods,
-)
-from ascend_operator.clients.secrets import ApiKeyCache
+from ascend_operator.api.status import AscendInferenceServiceStatus
+from ascend_operator.clients.resources import EVENT, SERVICE_CR, service_pods
 from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
-from ascend_operator.controller.deletions import Site, disrupt, observe_groups
-from ascend_operator.controller.groups import group_status, plan_groups, plan_pods_beside_groups
+from ascend_operator.controller.context import Context
+from ascend_operator.controller.engines import guarded_apply
+from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.metrics import publish_conditions, publish_router
-from ascend_operator.controller.owned import (
-    ensure_network_policy,
-    ensure_pdb,
-    ensure_router,
-    ensure_service,
-    router_extra,
-)
+from ascend_operator.controller.owned import ensure_pdb, ensure_router, ensure_service, router_extra
 from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
-from ascend_operator.controller.plan import CreatePod, DeletePod, plan_pods
 from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
 from ascend_operator.controller.routing import previous_condition, sync_inference_pool
-from ascend_operator.controller.service_state import EventSink, ServiceMemory
-from ascend_operator.controller.status import (
-    DEFAULT_LIVE_INTERVAL,
-    Observed,
-    compute_status,
-    condition_events,
-    status_due,
-)
+from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.controller.status import Observed, compute_status, condition_events, overlay, status_due
 from ascend_operator.controller.views import PodView, pod_view
-from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.render.desired import Desired, Placement
-from ascend_operator.render.fitness import NodeFacts, allowed_versions, asks_placement, fenced, unfit
-from ascend_operator.render.lws import group_spec_hash, is_multi_node, lws_name
-from ascend_operator.render.netpol import OperatorPeer, policy_name
+from ascend_operator.render.fitness import allowed_versions, asks_placement, fenced, unfit
+from ascend_operator.render.lws import group_spec_hash, is_multi_node
 from ascend_operator.render.pod import Owner, scale_selector, service_url, spec_hash
 from ascend_operator.validation import Finding, Severity, validate_spec
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Context:
-    """The I/O a pass may do, injected."""
-
-    kube: Kube
-    events: EventSink
-    now: Callable[[], str]
-    npu_resource: str = NPU_RESOURCE
-    """The device plugin's NPU resource name (`aisctl operator --npu-resource`)."""
-    operator: OperatorPeer = field(default_factory=OperatorPeer)
-    """The operator's own pods, admitted by every service's NetworkPolicy."""
-    keys: ApiKeyCache | None = None
-    """API keys, for the version of a service's key Secret (a rotation replaces its engines)."""
-    clock: Callable[[], float] = time.time
-    """Wall-clock epoch seconds, for disruption decisions."""
-    mono: Callable[[], float] = time.monotonic
-    """Monotonic seconds, for how old the last status write is."""
-    live_interval: float = DEFAULT_LIVE_INTERVAL
-    """Seconds between status writes that change only the live engine figures (`status.LIVE_KEYS`)."""
-    nodes: Callable[[], list[NodeFacts]] | None = None
-    """The NPU nodes' driver versions and chips (`--npu-faults`), for spec.runtime's placement requirements;
-    None: the operator does not read nodes."""
-    unhealthy_nodes: Callable[[], Mapping[str, str]] | None = None
-    """Nodes MindCluster takes out whole, node -> why (`--npu-faults`; health/chips.py `keep_off`: NodeD UnHealthy
-    or PreSeparate, most chips faulty): new engine pods are kept off them. None: the operator does not read the
-    reports."""
+#: Context is the pass's injected I/O (controller/context.py), imported from here by the handlers and tests.
+__all__ = ["Context", "reconcile"]
 
 
 def _driver_versions(ctx: Context, spec: AscendInferenceServiceSpec) -> tuple[str, ...] | None:
@@ -153,22 +104,6 @@ async def _key_version(ctx: Context, parsed: ParsedService, namespace: str) -> s
     return key.version if key is not None else None
 
 
-async def _create_pod(ctx: Context, memory: ServiceMemory, body: Mapping[str, Any], digest: str) -> None:
-    """Create one pod; a refusal (ResourceQuota, admission, Pod Security) goes to the status with the API
-    server's message, and is one event per distinct message rather than one per retry."""
-    name = body["metadata"]["name"]
-    try:
-        if await ctx.kube.create(body):
-            ctx.events("Normal", "PodCreated", f"created pod {name} (spec {digest})")
-    except ApiRefused as exc:
-        memory.create_failures[name] = exc.message
-        if exc.message not in memory.announced_failures:
-            memory.announced_failures.add(exc.message)
-            ctx.events("Warning", "PodCreateFailed", f"creating pod {name}: {exc.message}")
-        return
-    memory.announced_failures.clear()
-
-
 def _desired(ctx: Context, parsed: ParsedService, owner: Owner, key_version: str | None) -> Desired:
     """Every object of the service as this pass builds them (render/desired.py, what `aisctl render`
     prints), with what the operator read of the cluster: the key's version, the nodes' driver versions
@@ -183,157 +118,6 @@ def _desired(ctx: Context, parsed: ParsedService, owner: Owner, key_version: str
     return Desired(spec=parsed.spec, owner=owner, placement=placement)
 
 
-async def _apply_pod_actions(
-    ctx: Context,
-    desired: Desired,
-    pods: list[PodView],
-    memory: ServiceMemory,
-    *,
-    replicas: int,
-    more: Sequence[Candidate] = (),
-    rollout: Rollout | None = None,
-) -> bool:
-    """Create missing replicas; hand deletion candidates (with `more`, a switch's groups) to the disruption
-    step. True when anything was done. With a `rollout`, pods follow its target revision, and the one judged
-    pod is rendered from the updated one (controller/rollout.py)."""
-    spec = desired.engines
-    target = rollout.target if rollout is not None else desired
-    digest = spec_hash(target.engines, key_version=desired.placement.key_version)
-    memory.create_failures = {}
-    actions = plan_pods(replicas=replicas, spec_hash=digest, pods=pods, in_flight=memory.in_flight)
-    judged = rollout.creates(pods) if rollout is not None else None
-    for action in actions:
-        if isinstance(action, CreatePod):
-            made, judged = judged or target, None  # at most one pod on a judged revision
-            body = made.pod(action.replica)
-            await _create_pod(ctx, memory, body, body["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
-    candidates = [
-        Candidate(pod=a.name, uid=a.uid, reason=a.reason, message=f"{a.reason.value} (spec {digest})")
-        for a in actions
-        if isinstance(a, DeletePod)
-    ]
-    if rollout is not None:
-        candidates = rollout.candidates(candidates, pods, replicas=replicas)
-    decision = await disrupt(
-        _site(ctx, desired.owner), memory, spec, source="reconcile", candidates=[*candidates, *more]
-    )
-    return any(isinstance(a, CreatePod) for a in actions) or decision.action is not None
-
-
-def _site(ctx: Context, owner: Owner) -> Site:
-    return Site(kube=ctx.kube, events=ctx.events, namespace=owner.namespace, service=owner.name, clock=ctx.clock)
-
-
-async def _apply_group(ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory) -> bool:
-    """Multi-node: make the LeaderWorkerSet match the spec (LWS rolls the groups within spec.rollout); the
-    set grows as single-node pods left by a one-node spec make way for it, and shrinks only when the
-    disruption decision removed a group (controller/groups.py). True when anything was done."""
-    spec, owner = desired.engines, desired.owner
-    lws = desired.groups()
-    assert lws is not None
-    name = lws["metadata"]["name"]
-    digest = lws["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-    current = await ctx.kube.get(LWS, owner.namespace, name)
-    have_replicas = None if current is None else (current.get("spec") or {}).get("replicas")
-    plan = plan_groups(
-        replicas=spec.replicas,
-        nodes=spec.parallelism.nodes,
-        npus=spec.npus,
-        pods=pods,
-        current=have_replicas if isinstance(have_replicas, int) else None,
-    )
-    lws["spec"]["replicas"] = plan.lws_replicas
-    acted = False
-    site = _site(ctx, owner)
-    if current is not None:
-        await observe_groups(site, memory, current, pods)
-    if current is None:
-        if await ctx.kube.create(lws):
-            ctx.events("Normal", "GroupsCreated", f"created LeaderWorkerSet {name} (spec {digest})")
-        acted = True
-    else:
-        have_hash = ((current.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_SPEC_HASH)
-        if have_hash != digest or have_replicas != plan.lws_replicas:
-            patch = {"metadata": {"annotations": lws["metadata"]["annotations"]}, "spec": lws["spec"]}
-            await ctx.kube.patch(LWS, owner.namespace, name, patch)
-            ctx.events(
-                "Normal", "GroupsUpdated", f"updated LeaderWorkerSet {name} (spec {digest}, {plan.lws_replicas} groups)"
-            )
-            acted = True
-    decision = await disrupt(site, memory, spec, source="reconcile", candidates=plan.candidates)
-    return acted or decision.action is not None
-
-
-async def _apply(
-    ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory, rollout: Rollout | None = None
-) -> bool:
-    """Plain pods or one LeaderWorkerSet, by spec.parallelism.nodes; True when anything was done. Groups
-    of an earlier multi-node spec make way for single-node pods one budgeted decision at a time."""
-    if desired.multi_node:
-        return await _apply_group(ctx, desired, pods, memory)
-    owner, replicas = desired.owner, desired.engines.replicas
-    plain = [p for p in pods if p.worker_index is None]
-    if len(plain) == len(pods):
-        return await _apply_pod_actions(ctx, desired, plain, memory, replicas=replicas, rollout=rollout)
-    plan = plan_pods_beside_groups(replicas=replicas, pods=pods)
-    # no group serves: removing the set costs nothing
-    if plan.remove_set and await ctx.kube.delete(LWS, owner.namespace, lws_name(owner), foreground=True):
-        ctx.events("Normal", RollReason.SPEC_CHANGED, f"deleted LeaderWorkerSet {lws_name(owner)}: no group serves")
-    more = plan.candidates
-    return await _apply_pod_actions(ctx, desired, plain, memory, replicas=plan.replicas, more=more)
-
-
-async def _withdraw(ctx: Context, owner: Owner, *, known: set[str], cause: BaseException) -> None:
-    """Delete the pods this pass created (those not in `known`): their NetworkPolicy could not be made."""
-    said = cause.message if isinstance(cause, ApiRefused) else str(cause)
-    for pod in await service_pods(ctx.kube, owner.namespace, owner.name):
-        meta = pod["metadata"]
-        if meta["uid"] not in known and meta.get("deletionTimestamp") is None:
-            await ctx.kube.delete(POD, owner.namespace, meta["name"], uid=meta["uid"])
-            why = f"deleted pod {meta['name']}: its NetworkPolicy {policy_name(owner)} could not be made: {said}"
-            ctx.events("Warning", "NetworkPolicyFailed", why)
-
-
-async def _settled(step: Awaitable[T]) -> T | Exception:
-    """What `step` returned, or the error it raised (as `asyncio.gather(return_exceptions=True)`)."""
-    try:
-        return await step
-    except Exception as exc:
-        return exc
-
-
-async def _guarded_apply(
-    ctx: Context, desired: Desired, pods: list[PodView], memory: ServiceMemory, rollout: Rollout | None = None
-) -> bool:
-    """The NetworkPolicy and the pod actions, concurrently: a new service's pod waits for one API write,
-    not two. Fail closed all the same: when the policy cannot be made, the pods this pass created are
-    deleted (an engine listens only after its weights load, minutes after the create, so none served
-    unguarded), and later passes make the policy first until it exists, so a refused policy costs one
-    pod, not one per retry. A multi-node spec's groups come from a LeaderWorkerSet, not from pods this
-    pass can name: the policy goes first there. True when anything was done."""
-    owner = desired.owner
-    if memory.policy_failed or desired.multi_node:
-        await ensure_network_policy(ctx.kube, ctx.events, desired)
-        memory.policy_failed = False
-        return await _apply(ctx, desired, pods, memory, rollout)
-    # the pods in this task, the policy in a task beside it: the pod create goes to the API client at
-    # once, while a new task waits its turn behind the whole loop (at 200 services on 2 cores the policy
-    # task that a gather started first delayed the pod create by 2-26 ms; docs/scale.md)
-    guard = asyncio.create_task(ensure_network_policy(ctx.kube, ctx.events, desired), name=f"policy {owner.name}")
-    try:
-        applied = await _settled(_apply(ctx, desired, pods, memory, rollout))
-        policy = await _settled(guard)
-    finally:
-        guard.cancel()  # a no-op once it is done; a cancelled pass leaves no policy create behind
-    if isinstance(policy, BaseException):
-        memory.policy_failed = True
-        await _withdraw(ctx, owner, known={p.uid for p in pods}, cause=policy)
-        raise policy
-    if isinstance(applied, BaseException):
-        raise applied
-    return applied
-
-
 def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodView]:
     """The pods that stand for replicas in the status: every single-node pod, or each group's leader."""
     if parsed is not None and is_multi_node(parsed.spec):
@@ -341,11 +125,13 @@ def _served_pods(parsed: ParsedService | None, pods: list[PodView]) -> list[PodV
     return pods
 
 
-def _with_groups(parsed: ParsedService | None, pods: list[PodView], extra: dict[str, Any]) -> dict[str, Any]:
+def _with_groups(
+    parsed: ParsedService | None, pods: list[PodView], extra: AscendInferenceServiceStatus
+) -> AscendInferenceServiceStatus:
     """The health loop's status fields, plus `groups` for a multi-node service."""
     if parsed is None or not is_multi_node(parsed.spec):
         return extra
-    return {**extra, "groups": group_status(pods, size=parsed.spec.parallelism.nodes)}
+    return overlay(extra, AscendInferenceServiceStatus(groups=group_status(pods, size=parsed.spec.parallelism.nodes)))
 
 
 def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None, rollout: Rollout | None = None) -> str:
@@ -367,7 +153,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         memory.announced_generation = generation
         for f in findings:
             if f.severity is not Severity.NOTE:
-                ctx.events("Warning", f.rule, f"{f.field}: {f.message}")
+                ctx.events("Warning", Relayed(f.rule), f"{f.field}: {f.message}")
 
     pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
@@ -376,7 +162,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     routing = [c for c in (previous_condition(previous),) if c is not None]
     pair: Pair | None = None
     rollout: Rollout | None = None
-    extra = dict(memory.extra_status)
+    extra = overlay(AscendInferenceServiceStatus(), memory.live)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
         # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
@@ -392,7 +178,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             memory=memory,
             now=ctx.now(),
         )
-        if await _guarded_apply(ctx, desired, pods, memory, rollout):
+        if await guarded_apply(ctx, desired, pods, memory, rollout):
             pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
         if rollout is not None:
             await keep_revision(ctx.kube, desired, rollout, memory)
@@ -400,13 +186,13 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         await ensure_pdb(ctx.kube, ctx.events, desired)
         router = await ensure_router(ctx.kube, ctx.events, desired)
         publish_router(owner.namespace, owner.name, router)
-        extra.update(router_extra(router, previous))
+        extra = overlay(extra, router_extra(router, previous))
         if parsed.spec.disaggregation is not None or had_roles(previous):
             pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
         # after the pods: routing trouble never delays an engine
         routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, previous))
         if rollout is not None:  # revisions and the last rollout (controller/rollout.py)
-            extra.update(rollout.extra)
+            extra = overlay(extra, rollout.extra)
             routing += [rollout.condition] if rollout.condition is not None else []
 
     failures: dict[str, str] = {}

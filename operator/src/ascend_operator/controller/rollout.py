@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascend_operator.api.reasons import EventReason, RolloutSignal
 from ascend_operator.api.revision import RolloutPhase
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.api.status import ROLLOUT_HEALTHY, AscendInferenceServiceStatus
 from ascend_operator.clients.resources import Kube
 from ascend_operator.controller.revisions import ensure_revision, list_revisions, revision_digest, revision_name
 from ascend_operator.controller.rollout_memory import Judging
@@ -37,7 +39,7 @@ from ascend_operator.render.desired import Desired
 from ascend_operator.rollout_analysis import Outcome
 
 #: The condition that says how the last spec change went (True: it goes on or is done; False: rolled back).
-CONDITION = "RolloutHealthy"
+CONDITION = ROLLOUT_HEALTHY
 
 
 @dataclass(kw_only=True)
@@ -53,7 +55,8 @@ class Rollout:
     phase: RolloutPhase | None = None
     record: dict[str, Any] | None = None
     condition: ConditionRecord | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: AscendInferenceServiceStatus = field(default_factory=AscendInferenceServiceStatus)
+    """The status fields of the revisions and the last rollout."""
     raw_spec: Mapping[str, Any] = field(default_factory=dict)
     """The spec as written, what the updated revision stores."""
 
@@ -142,10 +145,10 @@ def _conclude(record: dict[str, Any], memory: ServiceMemory, events: EventSink, 
             f"revision {record['revision']} rolled back after pod {done.canary}: {v.message} "
             f"(compared with the previous revision's {done.compared_with})"
         )
-        events("Warning", RollReason.ROLLED_BACK.value, said)
+        events("Warning", RollReason.ROLLED_BACK, said)
         return RolloutPhase.ROLLED_BACK
     record["phase"] = RolloutPhase.PROGRESSING.value
-    events("Normal", "AnalysisPassed", f"revision {record['revision']} on pod {done.canary}: {v.message}")
+    events("Normal", EventReason.ANALYSIS_PASSED, f"revision {record['revision']} on pod {done.canary}: {v.message}")
     return RolloutPhase.PROGRESSING
 
 
@@ -163,18 +166,18 @@ def _judged_pod(
     if on_update:
         return None
     roll = next((r for r in reversed(memory.rolls) if r.uid and r.uid == record.get("canaryUid")), None)
-    signal = roll.reason.value if roll is not None else "CanaryGone"
+    signal = roll.reason if roll is not None else RolloutSignal.CANARY_GONE
     why = f"pod {record['canary']} went before the analysis ended" + (f": {roll.message}" if roll else "")
     record.update(phase=RolloutPhase.ROLLED_BACK.value, finishedAt=now, signal=signal, message=why)
-    events("Warning", RollReason.ROLLED_BACK.value, f"revision {record['revision']} rolled back: {why}")
+    events("Warning", RollReason.ROLLED_BACK, f"revision {record['revision']} rolled back: {why}")
     return RolloutPhase.ROLLED_BACK
 
 
 def _condition(record: Mapping[str, Any] | None) -> ConditionRecord | None:
     if record is None:
         return None
-    phase = str(record.get("phase"))
-    if phase == RolloutPhase.ROLLED_BACK.value:
+    phase = RolloutPhase(record["phase"])
+    if phase is RolloutPhase.ROLLED_BACK:
         why = f"revision {record['revision']} rolled back: {record.get('message', '')}"
         return ConditionRecord(CONDITION, "False", phase, why)
     return ConditionRecord(CONDITION, "True", phase, f"revision {record['revision']}")
@@ -237,7 +240,11 @@ async def plan_rollout(
         done = len(kept) == spec.replicas and all(p.revision == update and p.ready for p in kept)
         if phase is RolloutPhase.PROGRESSING and done:
             record.update(phase=RolloutPhase.COMPLETE.value, finishedAt=now)
-            events("Normal", "RolloutComplete", f"every replica runs revision {revision_name(owner.name, update)}")
+            events(
+                "Normal",
+                EventReason.ROLLOUT_COMPLETE,
+                f"every replica runs revision {revision_name(owner.name, update)}",
+            )
             plan.phase, current = RolloutPhase.COMPLETE, update
     else:
         rm.judging = None
@@ -247,12 +254,14 @@ async def plan_rollout(
     rm.current = current
     plan.record = record
     plan.condition = _condition(record)
-    plan.extra = {
-        "currentRevision": revision_name(owner.name, current),
-        "updateRevision": revision_name(owner.name, update),
-        "revisions": _counts(owner.name, pods),
-        **({"rollout": record} if record is not None else {}),
-    }
+    plan.extra = AscendInferenceServiceStatus.model_validate(  # the record is the stored one, kept as a dict
+        {
+            "currentRevision": revision_name(owner.name, current),
+            "updateRevision": revision_name(owner.name, update),
+            "revisions": _counts(owner.name, pods),
+            **({"rollout": record} if record is not None else {}),
+        }
+    )
     return plan
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import kopf
 
 from ascend_operator.api.constants import POOL_CRD
+from ascend_operator.api.reasons import PoolReason, Relayed
 from ascend_operator.api.status import INFERENCE_POOL_READY
 from ascend_operator.clients.kube import ApiRefused, NotServed
 from ascend_operator.clients.resources import POOL, Kube
@@ -75,7 +76,7 @@ def _synced(desired: Mapping[str, Any], current: Mapping[str, Any] | None) -> Co
     return ConditionRecord(
         INFERENCE_POOL_READY,
         "True",
-        "Synced",
+        PoolReason.SYNCED,
         f"InferencePool {desired['metadata']['name']} selects pods {labels} on port "
         f"{spec['targetPorts'][0]['number']}; endpoint picker Service {ref['name']}:{ref['port']['number']}" + accepted,
     )
@@ -85,7 +86,7 @@ def crd_missing(name: str) -> ConditionRecord:
     return ConditionRecord(
         INFERENCE_POOL_READY,
         "False",
-        "CRDNotInstalled",
+        PoolReason.CRD_NOT_INSTALLED,
         f"InferencePool {name} cannot be created: the API server does not serve {POOL_CRD} (v1); install the "
         "Gateway API Inference Extension v1 CRDs. The engines still serve through their Service.",
     )
@@ -96,14 +97,14 @@ def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionRecord:
         return ConditionRecord(
             INFERENCE_POOL_READY,
             "False",
-            "Forbidden",
+            PoolReason.FORBIDDEN,
             f"the operator may not manage InferencePool {name} in {namespace} ({exc.message}); install the "
             f"chart with {CHART_VALUE}",
         )
     return ConditionRecord(
         INFERENCE_POOL_READY,
         "False",
-        "Rejected",
+        PoolReason.REJECTED,
         f"the API server rejected InferencePool {name}: {exc.message}",
     )
 
@@ -112,7 +113,9 @@ def previous_condition(previous: Mapping[str, Any] | None) -> ConditionRecord | 
     """The InferencePoolReady condition of the stored status, if any."""
     for cond in (previous or {}).get("conditions") or []:
         if cond.get("type") == INFERENCE_POOL_READY:
-            return ConditionRecord(INFERENCE_POOL_READY, cond["status"], cond["reason"], cond.get("message", ""))
+            return ConditionRecord(
+                INFERENCE_POOL_READY, cond["status"], Relayed(cond["reason"]), cond.get("message", "")
+            )
     return None
 
 
@@ -128,7 +131,9 @@ async def _remove(kube: Kube, owner: Owner) -> ConditionRecord | None:
         if exc.status == 403:
             return _refused(exc, name, owner.namespace)
     except kopf.TemporaryError as exc:
-        return ConditionRecord(INFERENCE_POOL_READY, "Unknown", "Retrying", f"removing InferencePool {name}: {exc}")
+        return ConditionRecord(
+            INFERENCE_POOL_READY, "Unknown", PoolReason.RETRYING, f"removing InferencePool {name}: {exc}"
+        )
     return None
 
 
@@ -160,13 +165,13 @@ async def sync_inference_pool(
     except ApiRefused as exc:
         return (_refused(exc, name, owner.namespace),)
     except kopf.TemporaryError as exc:  # the API server did not answer: say so, retry on the next pass
-        return (ConditionRecord(INFERENCE_POOL_READY, "Unknown", "Retrying", f"InferencePool {name}: {exc}"),)
+        return (ConditionRecord(INFERENCE_POOL_READY, "Unknown", PoolReason.RETRYING, f"InferencePool {name}: {exc}"),)
     if action is PoolAction.NOT_OWNED:
         return (
             ConditionRecord(
                 INFERENCE_POOL_READY,
                 "False",
-                "NotOwned",
+                PoolReason.NOT_OWNED,
                 f"an InferencePool {name} exists in {owner.namespace} that this service does not own; the operator "
                 "leaves it alone: delete it or rename the service",
             ),

@@ -7,17 +7,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ascend_operator.api.status import Roll
+from ascend_operator.api.status import AnyEventReason, LiveStatus, Roll
 from ascend_operator.autoscale import Window
 from ascend_operator.controller.rollout_memory import RolloutMemory
-from ascend_operator.controller.status import LIVE_KEYS, ConditionRecord, PodFault, changed_keys
+from ascend_operator.controller.status import ConditionRecord, PodFault, changed_keys, merge_patch
 from ascend_operator.disruption import Candidate
 
 
 class EventSink(Protocol):
     """Posts a Kubernetes event about the service being reconciled."""
 
-    def __call__(self, type: str, reason: str, message: str) -> None: ...
+    def __call__(self, type: str, reason: AnyEventReason, message: str) -> None: ...
 
 
 @dataclass
@@ -25,7 +25,9 @@ class ServiceMemory:
     """What one service's reconcile loop remembers between passes (lost on restart, by design)."""
 
     announced_generation: int | None = None
-    extra_status: dict[str, Any] = field(default_factory=dict)
+    live: LiveStatus = field(default_factory=LiveStatus)
+    """The status fields the health loop refreshed last: the engine figures (controller/monitor.py) and the
+    autoscaler's decision (controller/autoscaling.py); the reconcile loop writes them with its status."""
     overrides: Sequence[ConditionRecord] = ()
     """Conditions that replace a computed one (Degraded/RollDeferred for a refused health roll,
     Progressing/TopologySwitchWaiting)."""
@@ -85,6 +87,5 @@ class ServiceMemory:
     def live_due(self, stored: Mapping[str, Any] | None, *, now: float, interval: float) -> bool:
         """Whether the live figures differ from the status as it stands and their last write is `interval`
         seconds old."""
-        live = {k: v for k, v in self.extra_status.items() if k in LIVE_KEYS}
-        stale = bool(changed_keys(self.previous(stored), live))
+        stale = bool(changed_keys(self.previous(stored), merge_patch(self.live)))
         return stale and (self.live_written_at is None or now - self.live_written_at >= interval)

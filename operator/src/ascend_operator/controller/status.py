@@ -13,16 +13,30 @@ service with 1 of 2 replicas up); when a replica does not serve, the reasons nam
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
+from pydantic import BaseModel
+
+from ascend_operator.api.reasons import (
+    AvailableReason,
+    DegradedReason,
+    ProgressingReason,
+    ReadyReason,
+    Relayed,
+    ReplicaReason,
+    VerdictReason,
+)
 from ascend_operator.api.status import (
     AVAILABLE,
     DEGRADED,
     INFERENCE_POOL_READY,
     PROGRESSING,
     READY,
+    AnyEventReason,
     AscendInferenceServiceStatus,
     Condition,
+    ConditionReason,
+    LiveStatus,
 )
 from ascend_operator.controller.causes import Cause, replica_causes, summary, worst
 from ascend_operator.controller.views import PodView
@@ -33,14 +47,14 @@ class ConditionRecord(NamedTuple):
 
     type: str
     status: str
-    reason: str
+    reason: ConditionReason
     message: str
 
 
 class PodFault(NamedTuple):
     """A health fault the health loop found on a pod (ConfigMismatch, Stalled)."""
 
-    reason: str
+    reason: VerdictReason
     message: str
 
 
@@ -48,7 +62,7 @@ class Event(NamedTuple):
     """A Kubernetes event to post about the service."""
 
     type: str
-    reason: str
+    reason: AnyEventReason
     message: str
 
 
@@ -73,10 +87,9 @@ class Observed:
     """Pod name -> the API server's message for a refused create (the replica shows PodCreateFailed)."""
     health: Mapping[str, PodFault] = field(default_factory=dict)
     """Pod uid -> the fault the health loop found."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Further status fields computed elsewhere, camelCase as stored (engine metrics) or as their models
-    (`GroupStatus`es under "groups"): validated against `AscendInferenceServiceStatus` and merged over the
-    computed ones."""
+    extra: AscendInferenceServiceStatus = field(default_factory=AscendInferenceServiceStatus)
+    """Further status fields computed elsewhere (the health loop's `LiveStatus`, the router, the groups, the
+    roles, the rollout): the fields it sets are laid over the computed ones (`overlay`)."""
     overrides: Sequence[ConditionRecord] = ()
     """Conditions that replace the computed condition of their type."""
     selector: str | None = None
@@ -85,7 +98,7 @@ class Observed:
     """Conditions of optional features (InferencePoolReady), appended after the four computed ones."""
 
 
-def _cond(kind: str, ok: bool, reason: str, message: str) -> ConditionRecord:
+def _cond(kind: str, ok: bool, reason: ConditionReason, message: str) -> ConditionRecord:
     return ConditionRecord(kind, "True" if ok else "False", reason, message)
 
 
@@ -102,55 +115,65 @@ def _causes(obs: Observed) -> list[Cause]:
 
 def _ready(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors and ready == 0:
-        return _cond(READY, False, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(READY, False, ReadyReason.INVALID_SPEC, "; ".join(obs.errors))
     if obs.replicas == 0:
-        return _cond(READY, True, "ScaledToZero", "spec.replicas is 0")
+        return _cond(READY, True, ReadyReason.SCALED_TO_ZERO, "spec.replicas is 0")
     if ready >= obs.replicas:
-        reason = "ServingPreviousSpec" if obs.errors else "AllReplicasReady"
+        reason = ReadyReason.SERVING_PREVIOUS_SPEC if obs.errors else ReadyReason.ALL_REPLICAS_READY
         return _cond(READY, True, reason, f"{ready}/{obs.replicas} replicas ready")
     first = worst(causes)
     if first is None:
-        return _cond(READY, False, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
+        return _cond(READY, False, ReplicaReason.WAITING_FOR_REPLICAS, f"{ready}/{obs.replicas} replicas ready")
     return _cond(READY, False, first.reason, f"{ready}/{obs.replicas} replicas ready; {summary(causes, first)}")
 
 
 def _available(obs: Observed, ready: int, causes: Sequence[Cause]) -> ConditionRecord:
     """At least one replica serves: what `kubectl wait --for=condition=Available` waits for."""
     if ready > 0:
-        reason = "ServingPreviousSpec" if obs.errors else "ReplicasServing"
+        reason = AvailableReason.SERVING_PREVIOUS_SPEC if obs.errors else AvailableReason.REPLICAS_SERVING
         return _cond(AVAILABLE, True, reason, f"{ready}/{obs.replicas} replicas ready")
     if obs.errors:
-        return _cond(AVAILABLE, False, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(AVAILABLE, False, AvailableReason.INVALID_SPEC, "; ".join(obs.errors))
     if obs.replicas == 0:
-        return _cond(AVAILABLE, False, "ScaledToZero", "spec.replicas is 0")
+        return _cond(AVAILABLE, False, AvailableReason.SCALED_TO_ZERO, "spec.replicas is 0")
     first = worst(causes)
     if first is None:
-        return _cond(AVAILABLE, False, "WaitingForReplicas", f"0/{obs.replicas} replicas ready")
+        return _cond(AVAILABLE, False, ReplicaReason.WAITING_FOR_REPLICAS, f"0/{obs.replicas} replicas ready")
     return _cond(AVAILABLE, False, first.reason, f"no replica serves; {summary(causes, first)}")
 
 
 def _progressing(obs: Observed, ready: int) -> ConditionRecord:
     if obs.errors:
-        return _cond(PROGRESSING, False, "InvalidSpec", "the current spec is not rolled out: it is invalid")
+        return _cond(
+            PROGRESSING, False, ProgressingReason.INVALID_SPEC, "the current spec is not rolled out: it is invalid"
+        )
     live = [p for p in obs.pods if not p.terminating]
     stale = [p for p in live if p.spec_hash != obs.spec_hash]
     if stale:
-        return _cond(PROGRESSING, True, "RollingUpdate", f"{len(stale)} replica(s) still run an older spec")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.ROLLING_UPDATE, f"{len(stale)} replica(s) still run an older spec"
+        )
     if len(live) != obs.replicas or any(p.terminating for p in obs.pods):
-        return _cond(PROGRESSING, True, "ScalingReplicas", f"{len(live)} pods for {obs.replicas} replicas")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.SCALING_REPLICAS, f"{len(live)} pods for {obs.replicas} replicas"
+        )
     if ready < obs.replicas:
-        return _cond(PROGRESSING, True, "WaitingForReplicas", f"{ready}/{obs.replicas} replicas ready")
-    return _cond(PROGRESSING, False, "ReplicasUpToDate", "all replicas run the current spec and are ready")
+        return _cond(
+            PROGRESSING, True, ProgressingReason.WAITING_FOR_REPLICAS, f"{ready}/{obs.replicas} replicas ready"
+        )
+    return _cond(
+        PROGRESSING, False, ProgressingReason.REPLICAS_UP_TO_DATE, "all replicas run the current spec and are ready"
+    )
 
 
 def _degraded(obs: Observed, causes: Sequence[Cause]) -> ConditionRecord:
     if obs.errors:
-        return _cond(DEGRADED, True, "InvalidSpec", "; ".join(obs.errors))
+        return _cond(DEGRADED, True, DegradedReason.INVALID_SPEC, "; ".join(obs.errors))
     faults = [c for c in causes if c.fault]
     first = worst(faults)
     if first is not None:
         return _cond(DEGRADED, True, first.reason, summary(faults, first))
-    return _cond(DEGRADED, False, "AsExpected", "")
+    return _cond(DEGRADED, False, DegradedReason.AS_EXPECTED, "")
 
 
 def _stamped(cond: ConditionRecord, *, before: Mapping[Any, Any], generation: int | None, now: str) -> Condition:
@@ -194,11 +217,36 @@ def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str)
     )
     if obs.selector is not None:
         status = status.model_copy(update={"selector": obs.selector})
-    extra = AscendInferenceServiceStatus.model_validate(obs.extra)  # a misspelt key or wrong type raises
-    return status.model_copy(update={name: getattr(extra, name) for name in extra.model_fields_set})
+    return overlay(status, obs.extra)
 
 
-def merge_patch(status: AscendInferenceServiceStatus) -> dict[str, Any]:
+M = TypeVar("M", bound=BaseModel)
+
+
+def overlay(status: M, *parts: BaseModel) -> M:
+    """`status` with the fields each part set laid over it, in order. A part is a slice of the status (the
+    same field names: `LiveStatus`, or a partial status), and the result is validated: a field the status
+    lacks, or a value of another type, raises here, in a test, instead of being pruned by the API server.
+    Which fields are set is kept (nested models are taken as they are), so `merge_patch` writes exactly
+    the fields someone set."""
+    fields = {name: getattr(status, name) for name in status.model_fields_set}
+    for part in parts:
+        fields |= {name: getattr(part, name) for name in part.model_fields_set}
+    return type(status).model_validate(fields)
+
+
+def whole(model: M) -> M:
+    """`model` with every field marked set, defaults included, so the patch writes each of them (a nested
+    object written entire, as the router's and the roles' are)."""
+    return type(model).model_validate(model.model_dump())
+
+
+def without(model: M, name: str) -> M:
+    """`model` with field `name` unset: the patch no longer writes it (the stored value stays)."""
+    return type(model).model_validate({n: getattr(model, n) for n in model.model_fields_set - {name}})
+
+
+def merge_patch(status: BaseModel) -> dict[str, Any]:
     """The JSON merge patch (RFC 7386) that writes `status`: the fields it set, camelCase; a None is a
     null, which deletes the stored field (a spec turned invalid clears specHash and endpoint); fields it
     left unset are not touched."""
@@ -224,10 +272,7 @@ def status_changed(current: Mapping[str, Any] | None, new: Mapping[str, Any]) ->
 #: Status keys the health loop refreshes at scrape rate (health/aggregate.py service_metrics): written at
 #: most every `live_interval` seconds (`aisctl operator --status-interval-seconds`, default 30). Everything
 #: else (conditions, replicas, the spec hash) is written as soon as it changes.
-LIVE_KEYS = frozenset(
-    AscendInferenceServiceStatus.model_fields[name].alias or name
-    for name in ("metrics", "tokens_per_second_display", "kv_cache_usage_display", "autoscaling")
-)
+LIVE_KEYS = frozenset(info.alias or name for name, info in LiveStatus.model_fields.items())
 DEFAULT_LIVE_INTERVAL = 30.0
 
 
@@ -260,10 +305,11 @@ def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any])
         moved = old is None or (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"])
         if not moved:
             continue
+        reason = Relayed(cond["reason"])  # typed when `build_status` made the condition
         if cond["type"] == DEGRADED and cond["status"] == "True":
-            events.append(Event("Warning", cond["reason"], cond["message"]))
+            events.append(Event("Warning", reason, cond["message"]))
         elif cond["type"] == READY and cond["status"] == "True":
-            events.append(Event("Normal", cond["reason"], cond["message"]))
+            events.append(Event("Normal", reason, cond["message"]))
         elif cond["type"] == INFERENCE_POOL_READY:
-            events.append(Event("Normal" if cond["status"] == "True" else "Warning", cond["reason"], cond["message"]))
+            events.append(Event("Normal" if cond["status"] == "True" else "Warning", reason, cond["message"]))
     return events

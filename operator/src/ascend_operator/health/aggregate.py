@@ -6,8 +6,8 @@ length is 1 + accepted / drafts and per-position acceptance is accepted-at-posit
 """
 
 from collections.abc import Sequence
-from typing import Any
 
+from ascend_operator.api.status import EngineMetrics, LiveStatus
 from ascend_operator.health.rates import acceptance, bucket_delta, increase, quantile, rate
 from ascend_operator.health.samples import Buckets, EngineSample
 
@@ -26,11 +26,12 @@ def _merge(total: Buckets, add: Buckets) -> Buckets:
     return tuple(sorted(merged.items()))
 
 
-def service_metrics(pods: Sequence[Sequence[EngineSample]], *, now: float) -> dict[str, Any]:
-    """The `status.metrics` object (camelCase) and the printer-column strings."""
+def service_metrics(pods: Sequence[Sequence[EngineSample]], *, now: float) -> LiveStatus:
+    """`status.metrics` and the printer-column strings (all None: no pod has two recent scrapes, so the
+    stored figures are cleared). A figure that cannot be computed is left out of `metrics`."""
     windows = [w for w in (_recent(p, now) for p in pods) if len(w) >= 2]
     if not windows:
-        return {"metrics": None, "tokensPerSecondDisplay": None, "kvCacheUsageDisplay": None}
+        return LiveStatus(metrics=None, tokens_per_second_display=None, kv_cache_usage_display=None)
     tokens = sum(r for w in windows if (r := rate(w, lambda s: s.generation_tokens)) is not None)
     ttft: Buckets = ()
     tpot: Buckets = ()
@@ -52,11 +53,11 @@ def service_metrics(pods: Sequence[Sequence[EngineSample]], *, now: float) -> di
         "acceptancePerPosition": [round(per_pos[p], 4) for p in sorted(per_pos)] if per_pos else None,
         "preemptions": int(sum(increase(w, lambda s: s.preemptions) for w in windows)),
     }
-    return {
-        "metrics": {k: v for k, v in metrics.items() if v is not None},
-        "tokensPerSecondDisplay": f"{tokens:.1f}",
-        "kvCacheUsageDisplay": f"{kv:.1%}",
-    }
+    return LiveStatus(
+        metrics=EngineMetrics.model_validate({k: v for k, v in metrics.items() if v is not None}),
+        tokens_per_second_display=f"{tokens:.1f}",
+        kv_cache_usage_display=f"{kv:.1%}",
+    )
 
 
 def _round(value: float | None) -> float | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.disruption.model import RollReason
 from ascend_operator.health.aggregate import WINDOW_SECONDS
 from ascend_operator.health.chips import ChipFinding
@@ -72,7 +73,7 @@ class Verdict:
     """Gate state, its reason, and an optional roll request."""
 
     ready: bool
-    reason: str
+    reason: VerdictReason
     message: str
     roll: RollReason | None = None
     evidence: dict[str, float] = field(default_factory=dict)
@@ -131,10 +132,11 @@ class Finding:
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
-    """One entry of the judge's chain: its verdict reason (the string exists here and nowhere else), the
-    gate it sets, the roll it asks for, and how the rest of the operator treats it."""
+    """One entry of the judge's chain: its verdict reason (one entry per `VerdictReason`, which says in
+    api/reasons.py what it means to a user; tests/unit/test_reasons.py holds the two in step), the gate it
+    sets, the roll it asks for, and how the rest of the operator treats it."""
 
-    reason: str
+    reason: VerdictReason
     check: Callable[[Facts], Finding | None]
     """None: the rule does not apply and the next one is asked."""
     ready: bool = False
@@ -283,21 +285,21 @@ def _passing(f: Facts) -> Finding:
 
 
 NODE_UNHEALTHY = Rule(
-    reason=RollReason.NODE_UNHEALTHY.value, check=_node_unhealthy, roll=RollReason.NODE_UNHEALTHY, fault=True
+    reason=VerdictReason.NODE_UNHEALTHY, check=_node_unhealthy, roll=RollReason.NODE_UNHEALTHY, fault=True
 )
-NPU_FAULT = Rule(reason=RollReason.NPU_FAULT.value, check=_npu_fault, roll=RollReason.NPU_FAULT, fault=True)
-WORKER_GONE = Rule(reason="WorkerGone", check=_worker_gone, roll=RollReason.STALLED, fault=True)
-CONFIG_MISMATCH = Rule(reason="ConfigMismatch", check=_config_mismatch, fault=True)
-NOT_ANSWERING = Rule(reason="EngineNotAnswering", check=_not_answering)
-STALLED = Rule(reason=RollReason.STALLED.value, check=_stalled, roll=RollReason.STALLED, fault=True, config="stall")
-CHECKING_CONFIG = Rule(reason="CheckingConfig", check=_checking_config, pending=True)
-CANARY_FAILING = Rule(reason="CanaryFailing", check=_canary_failing, config="canary")
-AWAITING_CANARY = Rule(reason="AwaitingCanary", check=_awaiting_canary, pending=True, config="canary")
+NPU_FAULT = Rule(reason=VerdictReason.NPU_FAULT, check=_npu_fault, roll=RollReason.NPU_FAULT, fault=True)
+WORKER_GONE = Rule(reason=VerdictReason.WORKER_GONE, check=_worker_gone, roll=RollReason.STALLED, fault=True)
+CONFIG_MISMATCH = Rule(reason=VerdictReason.CONFIG_MISMATCH, check=_config_mismatch, fault=True)
+NOT_ANSWERING = Rule(reason=VerdictReason.ENGINE_NOT_ANSWERING, check=_not_answering)
+STALLED = Rule(reason=VerdictReason.STALLED, check=_stalled, roll=RollReason.STALLED, fault=True, config="stall")
+CHECKING_CONFIG = Rule(reason=VerdictReason.CHECKING_CONFIG, check=_checking_config, pending=True)
+CANARY_FAILING = Rule(reason=VerdictReason.CANARY_FAILING, check=_canary_failing, config="canary")
+AWAITING_CANARY = Rule(reason=VerdictReason.AWAITING_CANARY, check=_awaiting_canary, pending=True, config="canary")
 NPU_PRE_SEPARATE = Rule(
-    reason=RollReason.NPU_PRE_SEPARATE.value, check=_npu_pre_separate, ready=True, roll=RollReason.NPU_PRE_SEPARATE
+    reason=VerdictReason.NPU_PRE_SEPARATE, check=_npu_pre_separate, ready=True, roll=RollReason.NPU_PRE_SEPARATE
 )
-DRIFTED = Rule(reason=RollReason.DRIFT.value, check=_drifted, ready=True, roll=RollReason.DRIFT, config="drift")
-PASSING = Rule(reason="CanaryPassing", check=_passing, ready=True)
+DRIFTED = Rule(reason=VerdictReason.THROUGHPUT_DRIFT, check=_drifted, ready=True, roll=RollReason.DRIFT, config="drift")
+PASSING = Rule(reason=VerdictReason.CANARY_PASSING, check=_passing, ready=True)
 
 #: The judge's precedence, most serious finding first; the first rule that holds decides, and the last one
 #: always holds. A new detector is one entry here (its detection in its own module) and its config model.
@@ -316,9 +318,9 @@ CHAIN: tuple[Rule, ...] = (
     PASSING,
 )
 #: Verdict reasons that are a fault of the pod, in the chain's order (controller/causes.py ranks them).
-FAULTS: tuple[str, ...] = tuple(rule.reason for rule in CHAIN if rule.fault)
+FAULTS: tuple[VerdictReason, ...] = tuple(rule.reason for rule in CHAIN if rule.fault)
 #: Verdict reasons that only say "not judged yet".
-PENDING: frozenset[str] = frozenset(rule.reason for rule in CHAIN if rule.pending)
+PENDING: frozenset[VerdictReason] = frozenset(rule.reason for rule in CHAIN if rule.pending)
 
 
 def judge(

@@ -9,6 +9,7 @@ decision in between is here, so it is tested with a fake clock and no cluster, a
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.disruption.model import HUNG_REASONS, RollReason
 from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import Baseline, DriftTracker
@@ -52,7 +53,7 @@ class SetGate:
     """Write the readiness gate."""
 
     ready: bool
-    reason: str
+    reason: VerdictReason
     message: str
 
 
@@ -70,7 +71,7 @@ class Announce:
     """Post an event about the pod."""
 
     type: str
-    reason: str
+    reason: VerdictReason
     message: str
 
 
@@ -105,7 +106,7 @@ def step(
         stalled = verdict.roll in HUNG_REASONS
         verdict = Verdict(
             ready=False,
-            reason="Draining",
+            reason=VerdictReason.DRAINING,
             message=f"draining before a planned deletion; {verdict.reason}: {verdict.message}",
             roll=verdict.roll if stalled else None,
             evidence=verdict.evidence if stalled else {},

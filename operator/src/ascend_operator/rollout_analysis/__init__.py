@@ -17,8 +17,9 @@ differ by the spec change and not by the load. The figures come from what the he
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
+from ascend_operator.api.reasons import RolloutSignal, RollReason, VerdictReason
 from ascend_operator.api.rollout import AnalysisThresholds
 from ascend_operator.health.rates import bucket_delta, increase, quantile
 from ascend_operator.health.samples import Buckets, EngineSample
@@ -99,14 +100,14 @@ class Input:
 class Finding(NamedTuple):
     """A check's answer: (reason, message, failed), and the two values it compared."""
 
-    reason: str
+    reason: RolloutSignal
     message: str
     failed: bool
     canary: float | None = None
     baseline: float | None = None
 
 
-def _ok(reason: str) -> Finding:
+def _ok(reason: RolloutSignal) -> Finding:
     return Finding(reason, "", False)
 
 
@@ -114,8 +115,8 @@ def canary_failures(i: Input) -> Finding:
     """Generation canaries that failed on the new replica: it does not work, whatever the traffic."""
     n, limit = i.canary.canary_failures, i.thresholds.canary_failures
     if n > limit:
-        return Finding("CanaryFailures", f"{n} generation canaries failed (more than {limit})", True, n, 0)
-    return _ok("CanaryFailures")
+        return Finding(RolloutSignal.CANARY_FAILURES, f"{n} generation canaries failed (more than {limit})", True, n, 0)
+    return _ok(RolloutSignal.CANARY_FAILURES)
 
 
 #: Engine errors on the new replica below this count never decide, whatever the share (one KV load failure
@@ -129,12 +130,12 @@ def errors(i: Input) -> Finding:
     c, b = i.canary.error_rate, i.baseline.error_rate
     limit = i.thresholds.error_rate
     if i.canary.errors < MIN_ERRORS or c - b <= limit:
-        return _ok("Errors")
+        return _ok(RolloutSignal.ERRORS)
     why = (
         f"{i.canary.errors:g} of {i.canary.finished:g} requests on the new replica ended in an engine error "
         f"({c:.1%}) against {b:.1%} on the previous replicas (limit +{limit:.0%})"
     )
-    return Finding("Errors", why, True, c, b)
+    return Finding(RolloutSignal.ERRORS, why, True, c, b)
 
 
 def too_little_traffic(i: Input) -> Finding:
@@ -143,12 +144,12 @@ def too_little_traffic(i: Input) -> Finding:
     canary, base = i.canary.requests, i.baseline.requests / max(1, i.baseline.replicas)
     if canary < need or base < need:
         why = f"{canary:g} requests on the new replica, {base:g} per previous replica (need {need} each)"
-        return Finding("TooLittleTraffic", why, True, canary, base)
-    return _ok("TooLittleTraffic")
+        return Finding(RolloutSignal.TOO_LITTLE_TRAFFIC, why, True, canary, base)
+    return _ok(RolloutSignal.TOO_LITTLE_TRAFFIC)
 
 
 def _ratio_check(
-    reason: str, label: str, canary: float | None, base: float | None, *, limit: float, floor: float
+    reason: RolloutSignal, label: str, canary: float | None, base: float | None, *, limit: float, floor: float
 ) -> Finding:
     if canary is None or base is None or canary - base < floor or canary <= base * limit:
         return _ok(reason)
@@ -161,14 +162,14 @@ def ttft(i: Input) -> Finding:
     """TTFT p90: the new revision queues or prefills slower."""
     c, b = i.canary.ttft_p90, i.baseline.ttft_p90
     limit = i.thresholds.ttft_p90_ratio
-    return _ratio_check("TTFT", "TTFT p90", c, b, limit=limit, floor=MIN_TTFT_DELTA_SECONDS)
+    return _ratio_check(RolloutSignal.TTFT, "TTFT p90", c, b, limit=limit, floor=MIN_TTFT_DELTA_SECONDS)
 
 
 def tpot(i: Input) -> Finding:
     """TPOT p90: the new revision decodes slower per token."""
     c, b = i.canary.tpot_p90, i.baseline.tpot_p90
     limit = i.thresholds.tpot_p90_ratio
-    return _ratio_check("TPOT", "TPOT p90", c, b, limit=limit, floor=MIN_TPOT_DELTA_SECONDS)
+    return _ratio_check(RolloutSignal.TPOT, "TPOT p90", c, b, limit=limit, floor=MIN_TPOT_DELTA_SECONDS)
 
 
 def tokens_per_request(i: Input) -> Finding:
@@ -176,9 +177,9 @@ def tokens_per_request(i: Input) -> Finding:
     c, b = i.canary.tokens_per_request, i.baseline.tokens_per_request
     limit = i.thresholds.tokens_per_request_ratio
     if c is None or b is None or b <= 0 or c >= b * limit:
-        return _ok("TokensPerRequest")
+        return _ok(RolloutSignal.TOKENS_PER_REQUEST)
     why = f"{c:.1f} output tokens/s per running request against {b:.1f} ({c / b:.2f}x, limit {limit:g}x)"
-    return Finding("TokensPerRequest", why, True, c, b)
+    return Finding(RolloutSignal.TOKENS_PER_REQUEST, why, True, c, b)
 
 
 def queue(i: Input) -> Finding:
@@ -186,9 +187,9 @@ def queue(i: Input) -> Finding:
     c, b = i.canary.waiting, i.baseline.waiting
     limit = i.thresholds.waiting_per_replica
     if c - b <= limit:
-        return _ok("Queue")
+        return _ok(RolloutSignal.QUEUE)
     why = f"{c:.1f} requests waiting on the new replica against {b:.1f} per previous replica (limit +{limit:g})"
-    return Finding("Queue", why, True, c, b)
+    return Finding(RolloutSignal.QUEUE, why, True, c, b)
 
 
 Check = Callable[[Input], Finding]
@@ -205,7 +206,8 @@ class Outcome(StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
     outcome: Outcome
-    signal: str = ""
+    signal: RolloutSignal | RollReason | VerdictReason | Literal[""] = ""
+    """What decided ("" when nothing did: passed, or nothing to compare with)."""
     message: str = ""
     canary: float | None = None
     baseline: float | None = None
@@ -216,7 +218,7 @@ def judge(i: Input) -> Verdict:
     for check in CHECKS:
         found = check(i)
         if found.failed:
-            outcome = Outcome.EXTEND if found.reason == "TooLittleTraffic" else Outcome.FAILED
+            outcome = Outcome.EXTEND if found.reason is RolloutSignal.TOO_LITTLE_TRAFFIC else Outcome.FAILED
             return Verdict(
                 outcome=outcome,
                 signal=found.reason,
