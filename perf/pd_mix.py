@@ -37,7 +37,7 @@ from ascend_operator.cli.main import main as aisctl
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "deepseek-v4-flash"
 SPEC = '{"method":"dspark","num_speculative_tokens":7,"enforce_eager":true}'
-#: vllm-ascend v0.25.1rc1's Mooncake connector settings as the operator renders them (render/pd.py).
+#: vllm-ascend v0.25.1rc1's Mooncake connector settings as the operator renders them (render/disaggregation.py).
 KV = (
     '{{"kv_connector":"MooncakeConnectorV1","kv_role":"{role}","kv_port":{port},"engine_id":"{engine}",'
     '"kv_connector_extra_config":{{"prefill":{{"dp_size":1,"tp_size":8}},"decode":{{"dp_size":1,"tp_size":8}}}}}}'

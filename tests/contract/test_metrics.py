@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ascend_operator.contract import additional_config as keys
-from ascend_operator.contract import metrics as M
+from ascend_operator.contract import vllm_metrics as M
 from tests.contract.upstream import metric_names, read_upstream
 
 _CLS = {

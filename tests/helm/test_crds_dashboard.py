@@ -3,9 +3,9 @@
 Why it exists: the chart's crds/ must be the generated CRD (tests/unit/test_crd.py compares the content)
 plus kopf's peering CRDs under the exact names kopf looks for, and nothing else; and a dashboard whose
 queries name series nobody exports shows empty panels, which is only discovered in production. The
-dashboard's series are checked against the vLLM metrics of the engine contract (contract/metrics.py,
+dashboard's series are checked against the vLLM metrics of the engine contract (contract/vllm_metrics.py,
 from the vllm 0.25.1 sdist's vllm/v1/metrics/loggers.py) and the operator's own series
-(controller/metrics.py); every series the chart's alerts read has a panel.
+(controller/operator_metrics.py); every series the chart's alerts read has a panel.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from kopf._cogs.structs import references
 
-from ascend_operator.contract import metrics as contract_metrics
-from ascend_operator.controller.metrics import EXPORTED
+from ascend_operator.contract import vllm_metrics as contract_metrics
+from ascend_operator.controller.operator_metrics import EXPORTED
 from ascend_operator.crd import build_crd
 from tests.helm.chart import CHART, ROOT, Helm, one
 
@@ -68,7 +68,7 @@ SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
 
 def _vllm_series() -> set[str]:
     """Every series name of the vLLM families the operator reads, per the engine contract
-    (contract/metrics.py READ, each with its vllm 0.25.1 source line)."""
+    (contract/vllm_metrics.py READ, each with its vllm 0.25.1 source line)."""
     return {m.name + suffix for m in contract_metrics.READ for suffix in SUFFIXES}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascend_operator.contract.metrics import CACHE_CONFIG_LABELS
+from ascend_operator.contract.vllm_metrics import CACHE_CONFIG_LABELS
 from tests.sim.conftest import MODEL, SimFactory, base_args
 
 COUNTERS = {

@@ -1,4 +1,4 @@
-"""The simulator's counters move when vLLM 0.25.1's move (contract.metrics), not when a kinder engine's would.
+"""The simulator's counters move when vLLM 0.25.1's move (contract.vllm_metrics), not when a kinder engine's would.
 
 Started with the exact rendered args of examples/dsv4-flash.yaml: during a lone 256K chunked prefill no step
 returns an output, so vLLM builds no IterationStats (vllm/v1/engine/async_llm.py:663) and neither the

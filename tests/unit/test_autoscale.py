@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ascend_operator.api.autoscaling import AutoscalingSpec, AutoscalingTargets, ScaleReason
-from ascend_operator.autoscale import Signals, Window, decide, observe, ttft_quantile, wanted
+from ascend_operator.autoscale import ScaleHistory, Signals, decide, observe, ttft_quantile, wanted
 from ascend_operator.health.samples import EngineSample
 
 SPEC = AutoscalingSpec(
@@ -44,13 +44,13 @@ def run(
     loads: Sequence[float], *, replicas: int = 1, spec: AutoscalingSpec = SPEC, start: float = 1000.0, **more: Any
 ) -> list[tuple[float, int, ScaleReason]]:
     """Feed one pass per STEP with these demands, applying each decision as the controller does."""
-    window, out, now = Window(), [], start
+    window, out, now = ScaleHistory(), [], start
     for demand in loads:
         s = busy(replicas, demand, **more)
         window = observe(window, s, spec, now=now)
         d = decide(s, window, spec, now)
         if d.desired != replicas:
-            window = Window(window.wants, last_scale=now)
+            window = ScaleHistory(window.wants, last_scale=now)
             replicas = d.desired
         out.append((now, replicas, d.reason))
         now += STEP
@@ -107,8 +107,8 @@ def test_never_below_min_nor_above_max() -> None:
     assert scale_steps(run([0] * 60, replicas=1)) == []
     assert max(n for _, n, _ in run([500] * 30)) == SPEC.max_replicas
     s = busy(5, 0)
-    assert decide(s, Window(), SPEC, 0.0).desired == 3
-    assert decide(s, Window(), SPEC, 0.0).reason is ScaleReason.OUT_OF_BOUNDS
+    assert decide(s, ScaleHistory(), SPEC, 0.0).desired == 3
+    assert decide(s, ScaleHistory(), SPEC, 0.0).reason is ScaleReason.OUT_OF_BOUNDS
 
 
 def test_a_replica_still_loading_is_coming_capacity_not_missing() -> None:
@@ -128,7 +128,7 @@ def test_no_replica_the_npus_cannot_place() -> None:
 
 
 def test_scale_down_waits_until_the_kept_replicas_are_ready() -> None:
-    window = Window(wants=((0.0, 1), (200.0, 1)))
+    window = ScaleHistory(wants=((0.0, 1), (200.0, 1)))
     s = busy(2, 0, ready=0, answering=1, loading=2)
     d = decide(s, window, SPEC, 200.0)
     assert (d.desired, d.reason) == (2, ScaleReason.NOT_READY)
@@ -136,7 +136,7 @@ def test_scale_down_waits_until_the_kept_replicas_are_ready() -> None:
 
 def test_no_answer_holds() -> None:
     s = Signals(replicas=2, ready=0, loading=2, answering=0)
-    d = decide(s, observe(Window(), s, SPEC, now=0.0), SPEC, 0.0)
+    d = decide(s, observe(ScaleHistory(), s, SPEC, now=0.0), SPEC, 0.0)
     assert (d.desired, d.reason) == (2, ScaleReason.NO_SIGNAL)
 
 

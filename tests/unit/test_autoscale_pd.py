@@ -16,7 +16,7 @@ from ascend_operator.api.autoscaling import (
     PoolRatio,
     ScaleReason,
 )
-from ascend_operator.autoscale import PoolAsk, Signals, Window, decide, need, observe, resolve, wanted
+from ascend_operator.autoscale import PoolAsk, ScaleHistory, Signals, decide, need, observe, resolve, wanted
 
 POOLS = PdAutoscaling(
     prefill=PoolAutoscaling(min_replicas=1, max_replicas=4),
@@ -112,11 +112,11 @@ def test_each_pool_reads_only_its_own_side(signals: Signals, load: float, why: s
 
 
 def test_a_prefill_heavy_then_decode_heavy_load_moves_the_pools_apart() -> None:
-    """Both pools decide on their own windows, the parent applies the ratio, as controller/pd.py does, one pass
-    every 2 s: long prompts (a deep prompt queue, decode slots idle) then short prompts with long answers
+    """Both pools decide on their own windows, the parent applies the ratio, as controller/disaggregation.py
+    does, one pass every 2 s: long prompts (a deep prompt queue, decode slots idle) then short prompts with long answers
     (decode slots full, nothing queued for prefill)."""
     pools = {"prefill": 1, "decode": 1}
-    windows = {"prefill": Window(), "decode": Window()}
+    windows = {"prefill": ScaleHistory(), "decode": ScaleHistory()}
     trace: list[tuple[str, int, int]] = []
     phases = [("prefill-heavy", 60), ("decode-heavy", 60)]
     now = 1000.0
@@ -154,7 +154,7 @@ def test_a_prefill_heavy_then_decode_heavy_load_moves_the_pools_apart() -> None:
             )
             for role, count in (("prefill", p.replicas), ("decode", d.replicas)):
                 if count != pools[role]:
-                    windows[role] = Window(windows[role].wants, last_scale=now)
+                    windows[role] = ScaleHistory(windows[role].wants, last_scale=now)
                     pools[role] = count
             trace.append((phase, pools["prefill"], pools["decode"]))
             now += 2

@@ -19,7 +19,7 @@ from ascend_operator.controller.monitor import _share
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.health.samples import EngineSample
-from ascend_operator.render.pd import role_spec
+from ascend_operator.render.disaggregation import role_spec
 from tests.fixtures.kube import FakeKube
 
 ROUTER = {"image": "registry.example/vllm-router:0.1.17"}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ascend_operator.bench import metrics as m
+from ascend_operator.bench import snapshots as m
 from ascend_operator.bench.prompts import chars_for, make_text, parse_tokens, prompt_key, refine, within
 from ascend_operator.bench.report import finalize, markdown, missing_fields
 from ascend_operator.bench.rules import Batch, Clock, RequestRecord, Thresholds, summarize

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ascend_operator.api.constants import ANNOTATION_SPEC_HASH
-from ascend_operator.bench import metrics as m
+from ascend_operator.bench import snapshots as m
 from ascend_operator.bench.targets import Url, ais_info, service_urls
 from ascend_operator.cli.main import main
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_operator.bench import metrics as m
+from ascend_operator.bench import snapshots as m
 from ascend_operator.health.rates import quantile
 
 INF = float("inf")

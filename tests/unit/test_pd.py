@@ -20,12 +20,12 @@ import pytest
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.controller.pd import pair_conditions, role_status
+from ascend_operator.controller.disaggregation import pair_conditions, role_status
 from ascend_operator.health.stall import decode_slots
 from ascend_operator.render.args import build_engine_args
+from ascend_operator.render.disaggregation import build_role_service, role_spec
 from ascend_operator.render.env import build_env
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy
-from ascend_operator.render.pd import build_role_service, role_spec
 from ascend_operator.render.pod import Owner
 from ascend_operator.validation.validate import validate_spec
 

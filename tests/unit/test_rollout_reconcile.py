@@ -11,7 +11,7 @@ from ascend_operator.api.constants import KIND, LABEL_REVISION
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.rollout_memory import Concluded
 from ascend_operator.controller.service_state import ServiceMemory
-from ascend_operator.rollout_analysis import Outcome, Verdict
+from ascend_operator.rollout_analysis import AnalysisVerdict, Outcome
 from tests.fixtures.kube import FakeKube
 
 NS = "llm"
@@ -56,7 +56,7 @@ class Service:
 
     def verdict(self, outcome: Outcome, **found: Any) -> None:
         update = self.body["status"]["updateRevision"].rsplit("-", 1)[-1]
-        v = Verdict(outcome=outcome, **found)
+        v = AnalysisVerdict(outcome=outcome, **found)
         self.memory.rollout.concluded = Concluded(
             revision=update, verdict=v, compared_with="replicas", canary="dsv4-flash-0"
         )

@@ -18,8 +18,8 @@ import yaml
 
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.kube import ApiRefused
+from ascend_operator.controller.inference_pool import PoolAction, plan_pool, sync_inference_pool
 from ascend_operator.controller.reconcile import Context, reconcile
-from ascend_operator.controller.routing import PoolAction, plan_pool, sync_inference_pool
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.inferencepool import build_inference_pool

@@ -8,9 +8,9 @@ import pytest
 from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.validation import Severity, validate_spec
 from ascend_operator.validation.budget import (
+    BudgetFit,
     BudgetInput,
     BudgetPlan,
-    Verdict,
     load_profiles,
     plan_budget,
     startup_need_gib,
@@ -323,9 +323,9 @@ def test_unknown_field_is_named() -> None:
 # MBT 8192 fits, 16384 is tight, 32768 cannot start.
 @pytest.mark.parametrize("max_model_len", [327680, 524288])
 @pytest.mark.parametrize(
-    ("mbt", "verdict"), [(8192, Verdict.FITS), (16384, Verdict.TIGHT), (32768, Verdict.CANNOT_START)]
+    ("mbt", "verdict"), [(8192, BudgetFit.FITS), (16384, BudgetFit.TIGHT), (32768, BudgetFit.CANNOT_START)]
 )
-def test_mbt_table(max_model_len: int, mbt: int, verdict: Verdict) -> None:
+def test_mbt_table(max_model_len: int, mbt: int, verdict: BudgetFit) -> None:
     assert _plan(mbt=mbt, max_model_len=max_model_len).verdict is verdict
 
 
@@ -360,7 +360,7 @@ def test_lower_utilization_shrinks_the_pool_and_can_stop_the_start() -> None:
     pool = _plan(util=0.85).kv_pool_tokens
     assert pool is not None
     assert pool < 1_078_120
-    assert _plan(util=0.60).verdict is Verdict.CANNOT_START  # 0.60 x 62 GiB < 42 GiB of weights and graphs
+    assert _plan(util=0.60).verdict is BudgetFit.CANNOT_START  # 0.60 x 62 GiB < 42 GiB of weights and graphs
 
 
 def test_unknown_model_is_skipped_with_a_note_never_guessed() -> None:

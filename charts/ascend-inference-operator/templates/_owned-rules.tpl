@@ -6,7 +6,7 @@ rbac.yaml includes it in every Role or ClusterRole of the operator's namespaced 
 {{- define "ais.ownedRules" }}
   # The custom resource: kopf lists and watches it (one reconcile and one health daemon per service);
   # patched for the finalizer, progress annotations and status; a disaggregated service's two role
-  # services are created, patched and deleted (controller/pd.py).
+  # services are created, patched and deleted (controller/disaggregation.py).
   - apiGroups: ["inference.ascend.dev"]
     resources: ["ascendinferenceservices"]
     verbs: ["get", "list", "watch", "create", "patch", "delete"]
@@ -93,8 +93,8 @@ rbac.yaml includes it in every Role or ClusterRole of the operator's namespaced 
     verbs: ["get", "create", "patch", "delete"]
   {{- end }}
   {{- if .Values.routing.inferencePool.enabled }}
-  # InferencePools of services with spec.routing.inferencePool (controller/routing.py); deleted when
-  # routing is turned off (only a pool the service owns, by uid).
+  # InferencePools of services with spec.routing.inferencePool (controller/inference_pool.py); deleted
+  # when routing is turned off (only a pool the service owns, by uid).
   - apiGroups: ["inference.networking.k8s.io"]
     resources: ["inferencepools"]
     verbs: ["get", "create", "patch", "delete"]

@@ -203,7 +203,7 @@ class EngineCore:
             self._reading_since = end
             if emitted:
                 # vLLM builds IterationStats only for a step that returned request outputs
-                # (vllm/v1/engine/async_llm.py:663, contract.metrics.Update.STEP_WITH_OUTPUTS): a partial
+                # (vllm/v1/engine/async_llm.py:663, contract.vllm_metrics.Update.STEP_WITH_OUTPUTS): a partial
                 # prefill chunk moves no token counter and no iteration histogram, only the KV gauge.
                 self.metrics.record_iteration(engine=self.index, it=it)
             self._publish(queries=plan.queries, hits=plan.hits)

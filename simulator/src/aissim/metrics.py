@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ascend_operator.contract.metrics import CACHE_CONFIG_LABELS
+from ascend_operator.contract.vllm_metrics import CACHE_CONFIG_LABELS
 
 LABELS = ("model_name", "engine")
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vllm/v1/engine/__init__.py:30

@@ -24,7 +24,7 @@ from aissim import tinymodel
 
 
 @dataclass(frozen=True)
-class Rule:
+class FlagRewrite:
     """What becomes of one `vllm serve` flag: dropped (with its value, if it takes one) or given `value`."""
 
     flag: str
@@ -35,18 +35,20 @@ class Rule:
 
 DROP = None
 #: The translation table (docs/real-engine.md renders it). A flag not listed passes unchanged.
-RULES: tuple[Rule, ...] = (
-    Rule("--quantization", True, DROP, "`ascend` is vllm-ascend's W8A8 method; the dummy weights are bf16"),
-    Rule("--tensor-parallel-size", True, "1", "one CPU worker per pod (2 cores); TP is an NPU-count decision"),
-    Rule("--data-parallel-size", True, "1", "one engine core per pod; DP ranks are NPU groups"),
-    Rule("--enable-expert-parallel", False, DROP, "the tiny Llama has no experts"),
-    Rule("--speculative-config", True, DROP, "`dspark` is vllm-ascend's drafter; the tiny model has no draft head"),
-    Rule("--compilation-config", True, DROP, "graph modes (FULL_DECODE_ONLY) are NPU graphs; CPU runs eager"),
-    Rule("--additional-config", True, DROP, "vllm-ascend's keys (ascend_scheduler_config ...), unknown on CPU"),
-    Rule("--model-loader-extra-config", True, DROP, "the dummy loader reads no weight files"),
-    Rule("--load-format", True, DROP, "replaced by `dummy` (ADDED): random weights, no 292 GB, nothing fetched"),
-    Rule("--host", True, DROP, "the pod's IP, as the kubelet's network gives it (added last)"),
-    Rule("--port", True, DROP, "the pod's engine port (added last)"),
+RULES: tuple[FlagRewrite, ...] = (
+    FlagRewrite("--quantization", True, DROP, "`ascend` is vllm-ascend's W8A8 method; the dummy weights are bf16"),
+    FlagRewrite("--tensor-parallel-size", True, "1", "one CPU worker per pod (2 cores); TP is an NPU-count decision"),
+    FlagRewrite("--data-parallel-size", True, "1", "one engine core per pod; DP ranks are NPU groups"),
+    FlagRewrite("--enable-expert-parallel", False, DROP, "the tiny Llama has no experts"),
+    FlagRewrite(
+        "--speculative-config", True, DROP, "`dspark` is vllm-ascend's drafter; the tiny model has no draft head"
+    ),
+    FlagRewrite("--compilation-config", True, DROP, "graph modes (FULL_DECODE_ONLY) are NPU graphs; CPU runs eager"),
+    FlagRewrite("--additional-config", True, DROP, "vllm-ascend's keys (ascend_scheduler_config ...), unknown on CPU"),
+    FlagRewrite("--model-loader-extra-config", True, DROP, "the dummy loader reads no weight files"),
+    FlagRewrite("--load-format", True, DROP, "replaced by `dummy` (ADDED): random weights, no 292 GB, nothing fetched"),
+    FlagRewrite("--host", True, DROP, "the pod's IP, as the kubelet's network gives it (added last)"),
+    FlagRewrite("--port", True, DROP, "the pod's engine port (added last)"),
 )
 #: Flags added after the pod's: dummy weights, eager execution (no graph capture on CPU), the weights' dtype.
 ADDED: tuple[str, ...] = ("--load-format", "dummy", "--enforce-eager", "--dtype", "bfloat16")
@@ -81,7 +83,7 @@ def translate(args: Sequence[str], *, model_dir: Path, host: str, port: int, dro
     if group:
         raise Untranslatable(f"a multi-node group member ({', '.join(group)}): the real tier runs single-node pods")
     rules = {r.flag: r for r in RULES}
-    rules |= {f: Rule(f, not _is_switch(f, args), DROP, "drop-args fault") for f in drop}
+    rules |= {f: FlagRewrite(f, not _is_switch(f, args), DROP, "drop-args fault") for f in drop}
     out = ["--model", str(model_dir)]
     rest = list(args[2:])
     i = 0

@@ -15,10 +15,10 @@ from ascend_operator.api.disaggregation import DisaggregationSpec, PdRoleSpec
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.formats import ImageReference, LabelValue
 from ascend_operator.api.health import HealthSpec
+from ascend_operator.api.inference_pool import RoutingSpec
 from ascend_operator.api.layout import EnvVar, Parallelism
 from ascend_operator.api.rollout import RolloutSpec
 from ascend_operator.api.router import RouterSpec
-from ascend_operator.api.routing import RoutingSpec
 from ascend_operator.api.scheduling import VolcanoSpec
 from ascend_operator.api.security import AuthSpec, NetworkPolicySpec
 

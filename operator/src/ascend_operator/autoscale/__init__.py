@@ -5,19 +5,19 @@ table tests; the controller only gathers the signals, keeps the window state bet
 the answer to the scale subresource (controller/autoscaling.py). Every other path a replica change takes
 (the disruption budget, the drain, the least busy replica leaving first) stays where it is: this package
 only moves spec.replicas. No I/O, no clock: `now` is an argument. A P/D split's pools each decide here
-on their own signals, and autoscale/pd.py keeps the two counts within the user's ratio.
+on their own signals, and autoscale/disaggregation.py keeps the two counts within the user's ratio.
 """
 
-from ascend_operator.autoscale.decide import Decision, Signals, Window, decide, need, observe, wanted
-from ascend_operator.autoscale.pd import PoolAsk, PoolCount, resolve
+from ascend_operator.autoscale.decide import ScaleDecision, ScaleHistory, Signals, decide, need, observe, wanted
+from ascend_operator.autoscale.disaggregation import PoolAsk, PoolCount, resolve
 from ascend_operator.autoscale.signals import mean_prompt_tokens, tpot_quantile, ttft_quantile
 
 __all__ = [
-    "Decision",
     "PoolAsk",
     "PoolCount",
+    "ScaleDecision",
+    "ScaleHistory",
     "Signals",
-    "Window",
     "decide",
     "mean_prompt_tokens",
     "need",

@@ -19,7 +19,7 @@ Never below one Ready replica: a scale-down waits until the replicas it keeps ar
 
 A P/D pool (`Signals.role`) reads only its own side's signals: a prefill engine runs each request for one
 token, so its load is the prompt tokens waiting to be prefilled (and TTFT); a decode engine's is its slots,
-KV and TPOT. The ratio between the two pools is the parent's (autoscale/pd.py), after each pool decided.
+KV and TPOT. The ratio between the two pools is the parent's (autoscale/disaggregation.py), after each pool decided.
 """
 
 import math
@@ -65,7 +65,7 @@ class Signals:
 
 
 @dataclass(frozen=True)
-class Window:
+class ScaleHistory:
     """The wants of recent passes, oldest first, and when spec.replicas last changed by the autoscaler."""
 
     wants: tuple[tuple[float, float], ...] = ()
@@ -74,7 +74,7 @@ class Window:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ScaleDecision:
     desired: int
     reason: ScaleReason
     message: str
@@ -121,7 +121,7 @@ def wanted(signals: Signals, spec: AutoscalingSpec) -> tuple[int, str]:
     return replicas_for(load, spec), why
 
 
-def observe(window: Window, signals: Signals, spec: AutoscalingSpec, *, now: float) -> Window:
+def observe(window: ScaleHistory, signals: Signals, spec: AutoscalingSpec, *, now: float) -> ScaleHistory:
     """The window with this pass's want (passes without an answering engine add nothing), trimmed to the
     longest window plus the one want just before it (which proves the window is covered)."""
     if signals.answering == 0:
@@ -129,10 +129,10 @@ def observe(window: Window, signals: Signals, spec: AutoscalingSpec, *, now: flo
     wants = (*window.wants, (now, need(signals, spec)[0]))
     horizon = now - max(spec.scale_up_window_seconds, spec.scale_down_window_seconds, spec.panic_window_seconds)
     older = [i for i, (t, _) in enumerate(wants) if t <= horizon]
-    return Window(wants=wants[older[-1] if older else 0 :], last_scale=window.last_scale)
+    return ScaleHistory(wants=wants[older[-1] if older else 0 :], last_scale=window.last_scale)
 
 
-def _over(window: Window, seconds: float, now: float) -> list[float] | None:
+def _over(window: ScaleHistory, seconds: float, now: float) -> list[float] | None:
     """The wants since `now - seconds` (with the last one at or before it); None while the window is not
     covered yet (the first want is younger than the window)."""
     start = now - seconds
@@ -142,13 +142,13 @@ def _over(window: Window, seconds: float, now: float) -> list[float] | None:
     return [w for _, w in window.wants[before[-1] :]]
 
 
-Rule = Callable[[Signals, Window, AutoscalingSpec, float], Decision | None]
+Rule = Callable[[Signals, ScaleHistory, AutoscalingSpec, float], ScaleDecision | None]
 
 
-def _other_autoscaler(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | None:
+def _other_autoscaler(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision | None:
     if s.other_autoscaler is None:
         return None
-    return Decision(
+    return ScaleDecision(
         s.replicas,
         ScaleReason.OTHER_AUTOSCALER,
         f"HorizontalPodAutoscaler {s.other_autoscaler} scales this service too: the operator leaves "
@@ -156,23 +156,23 @@ def _other_autoscaler(s: Signals, w: Window, spec: AutoscalingSpec, now: float) 
     )
 
 
-def _bounds(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | None:
+def _bounds(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision | None:
     bounded = max(spec.min_replicas, min(spec.max_replicas, s.replicas))
     if bounded == s.replicas:
         return None
-    return Decision(
+    return ScaleDecision(
         bounded, ScaleReason.OUT_OF_BOUNDS, f"{s.replicas} replicas outside {spec.min_replicas}..{spec.max_replicas}"
     )
 
 
-def _no_signal(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | None:
+def _no_signal(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision | None:
     if s.answering > 0:
         return None
     coming = f" ({s.loading} loading)" if s.loading else ""
-    return Decision(s.replicas, ScaleReason.NO_SIGNAL, f"no engine answered its /metrics{coming}: holding")
+    return ScaleDecision(s.replicas, ScaleReason.NO_SIGNAL, f"no engine answered its /metrics{coming}: holding")
 
 
-def _up(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | None:
+def _up(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision | None:
     stable = _over(w, spec.scale_up_window_seconds, now)
     panic = _over(w, spec.panic_window_seconds, now)
     target, reason = s.replicas, ScaleReason.SCALE_UP
@@ -184,7 +184,7 @@ def _up(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | 
         return None
     why = wanted(s, spec)[1]
     if s.unplaceable:
-        return Decision(
+        return ScaleDecision(
             s.replicas,
             ScaleReason.NO_CAPACITY,
             f"{target} replicas wanted ({why}) but {s.unplaceable} replica(s) Pending: no node has the NPUs for "
@@ -192,22 +192,22 @@ def _up(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | 
         )
     lasted = spec.panic_window_seconds if reason is ScaleReason.PANIC_SCALE_UP else spec.scale_up_window_seconds
     coming = f"; {s.loading} loading counted as coming capacity" if s.loading else ""
-    return Decision(target, reason, f"{s.replicas} -> {target}: {why} for {lasted:g} s{coming}")
+    return ScaleDecision(target, reason, f"{s.replicas} -> {target}: {why} for {lasted:g} s{coming}")
 
 
-def _down(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision | None:
+def _down(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision | None:
     wants = _over(w, spec.scale_down_window_seconds, now)
     if wants is None or (target := replicas_for(max(wants), spec)) >= s.replicas:
         return None
     if w.last_scale is not None and now - w.last_scale < spec.scale_down_window_seconds:
         return None
     if s.ready < target:
-        return Decision(
+        return ScaleDecision(
             s.replicas,
             ScaleReason.NOT_READY,
             f"{target} replicas would do, but only {s.ready} Ready: no replica goes until those kept serve",
         )
-    return Decision(
+    return ScaleDecision(
         target,
         ScaleReason.SCALE_DOWN,
         f"{s.replicas} -> {target}: no scrape wanted more than {target} for {spec.scale_down_window_seconds:g} s",
@@ -217,12 +217,14 @@ def _down(s: Signals, w: Window, spec: AutoscalingSpec, now: float) -> Decision 
 RULES: tuple[Rule, ...] = (_other_autoscaler, _bounds, _no_signal, _up, _down)
 
 
-def decide(signals: Signals, window: Window, spec: AutoscalingSpec, now: float) -> Decision:
+def decide(signals: Signals, window: ScaleHistory, spec: AutoscalingSpec, now: float) -> ScaleDecision:
     """The first rule that speaks, or hold (Steady while the windows are covered, WindowFilling before)."""
     for rule in RULES:
         if (decision := rule(signals, window, spec, now)) is not None:
             return decision
     want, why = wanted(signals, spec)
     if _over(window, spec.scale_up_window_seconds, now) is None:
-        return Decision(signals.replicas, ScaleReason.WINDOW_FILLING, f"wants {want} ({why}); window still filling")
-    return Decision(signals.replicas, ScaleReason.STEADY, f"wants {want} now ({why}); holding {signals.replicas}")
+        return ScaleDecision(
+            signals.replicas, ScaleReason.WINDOW_FILLING, f"wants {want} ({why}); window still filling"
+        )
+    return ScaleDecision(signals.replicas, ScaleReason.STEADY, f"wants {want} now ({why}); holding {signals.replicas}")

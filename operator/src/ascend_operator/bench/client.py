@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from ascend_operator.bench import metrics as m
+from ascend_operator.bench import snapshots as m
 from ascend_operator.bench.rules import Clock, RequestRecord
 
 

@@ -11,7 +11,7 @@ figures and checks:
 - `engine_finished`: the engine's `vllm:request_success` grew by exactly the requests the client saw
   complete, all with finished_reason `length` (no stop, no error). A request the client gave up on is
   counted here on the client side (`aborted`): vLLM 0.25.1 never counts a client abort in that counter
-  (contract.metrics.REQUEST_SUCCESS; vllm/v1/engine/output_processor.py:450-507).
+  (contract.vllm_metrics.REQUEST_SUCCESS; vllm/v1/engine/output_processor.py:450-507).
 - `no_engine_restart`: both scrapes answered and no counter went down (a restart resets them).
 - `prefix_cache_clean`: the prefix-cache hit delta (`hits / queries` between the scrapes) is near zero
   (pitfall 1: a reused prompt makes TTFT absurdly fast).
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ascend_operator.bench import metrics as m
+from ascend_operator.bench import snapshots as m
 from ascend_operator.bench.prompts import within
 
 DEFAULT_CACHE_THRESHOLD = 0.01  # hit fraction; a fresh-prompt run reads 0 on vLLM and aissim

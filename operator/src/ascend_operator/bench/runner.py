@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from ascend_operator.bench import metrics as m
 from ascend_operator.bench import prompts
+from ascend_operator.bench import snapshots as m
 from ascend_operator.bench.client import Endpoint
 from ascend_operator.bench.rules import Batch, Clock, RequestRecord
 

@@ -1,7 +1,7 @@
 """`aisctl` entry point: parse the subcommand and hand over to the module that does the work.
 
 Exit codes: 0 success, 2 bad input (one line per problem naming the file, the document and the field, all
-problems at once; `ascend_operator.cli.load`), 1 anything else. Warnings and notes go to stderr so that
+problems at once; `ascend_operator.cli.spec_files`), 1 anything else. Warnings and notes go to stderr so that
 `aisctl render -f x.yaml | kubectl apply -f -` stays clean.
 """
 
@@ -18,8 +18,8 @@ from ascend_operator.api.parse import SpecError
 from ascend_operator.cli import bench as bench_cmd
 from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli import rollout as rollout_cmd
-from ascend_operator.cli.load import Loaded, load
-from ascend_operator.cli.plan import format_plan
+from ascend_operator.cli.budget import format_plan
+from ascend_operator.cli.spec_files import Loaded, load
 from ascend_operator.crd import build_crd
 from ascend_operator.render.desired import Desired, Placement, rendered
 from ascend_operator.render.pod import Owner

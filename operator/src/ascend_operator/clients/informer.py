@@ -167,7 +167,7 @@ client's typed list calls); called with label_selector and the watch arguments, 
 
 
 @dataclass(frozen=True)
-class Event:
+class WatchEvent:
     """A watch event as the store takes it."""
 
     type: str
@@ -218,7 +218,7 @@ class Informer:
             log.info("watch cache of %s in %s: %d listed", self.kind, self._namespace or "all namespaces", len(objects))
         self.synced = True
 
-    def _event(self, event: Event) -> None:
+    def _event(self, event: WatchEvent) -> None:
         changed = self.store.remove(event.obj) if event.type == "DELETED" else self.store.put(event.obj)
         if log.isEnabledFor(logging.DEBUG):
             meta = event.obj.get("metadata") or {}
@@ -287,7 +287,7 @@ class Informer:
         return version
 
 
-def _events(lines: Iterator[str]) -> Iterator[Event]:
+def _events(lines: Iterator[str]) -> Iterator[WatchEvent]:
     """Watch events from the stream's JSON lines; an ERROR event (410 Gone: the version expired) raises."""
     for line in lines:
         if not line.strip():
@@ -298,4 +298,4 @@ def _events(lines: Iterator[str]) -> Iterator[Event]:
             continue
         if raw.get("type") == "ERROR":
             raise ApiException(status=int(obj.get("code") or 500), reason=str(obj.get("reason") or "watch error"))
-        yield Event(type=str(raw.get("type")), obj=obj)
+        yield WatchEvent(type=str(raw.get("type")), obj=obj)

@@ -145,7 +145,7 @@ SERVICE_CR = Resource(
     KIND, GROUP, VERSION, PLURAL, frozenset({"get", "create", "patch", "delete", "status"}),
     why="The custom resource: kopf lists and watches it (one reconcile and one health daemon per service); "
     "patched for the finalizer, progress annotations and status; a disaggregated service's two role services "
-    "are created, patched and deleted (controller/pd.py).",
+    "are created, patched and deleted (controller/disaggregation.py).",
     kopf=frozenset({"list", "watch"}),
 )  # fmt: skip
 LWS = Resource(
@@ -156,7 +156,7 @@ LWS = Resource(
 )  # fmt: skip
 POOL = Resource(
     POOL_KIND, POOL_GROUP, POOL_VERSION, POOL_PLURAL, frozenset({"get", "create", "patch", "delete"}),
-    why="InferencePools of services with spec.routing.inferencePool (controller/routing.py); deleted when "
+    why="InferencePools of services with spec.routing.inferencePool (controller/inference_pool.py); deleted when "
     "routing is turned off (only a pool the service owns, by uid).",
     gate="routing.inferencePool.enabled",
 )  # fmt: skip

@@ -22,7 +22,7 @@ from ascend_operator.controller.rollout_memory import Concluded, Window
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.samples import EngineSample
-from ascend_operator.rollout_analysis import Figures, Input, Outcome, Verdict, figures, judge
+from ascend_operator.rollout_analysis import AnalysisVerdict, Figures, Input, Outcome, figures, judge
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _record(
     _add(rm.record, pods, samples)
 
 
-def _conclude(memory: ServiceMemory, w: Window, verdict: Verdict, compared_with: str) -> None:
+def _conclude(memory: ServiceMemory, w: Window, verdict: AnalysisVerdict, compared_with: str) -> None:
     memory.rollout.concluded = Concluded(
         revision=w.revision, verdict=verdict, compared_with=compared_with, canary=w.canary_name
     )
@@ -117,13 +117,13 @@ def analyse(
         roll = next((r for r in reversed(memory.rolls) if r.uid == w.canary), None)
         signal = roll.reason if roll is not None else RolloutSignal.CANARY_GONE
         why = f"pod {w.canary_name} went before the analysis ended" + (f": {roll.message}" if roll else "")
-        _conclude(memory, w, Verdict(outcome=Outcome.FAILED, signal=signal, message=why), REPLICAS)
+        _conclude(memory, w, AnalysisVerdict(outcome=Outcome.FAILED, signal=signal, message=why), REPLICAS)
         return
     if judged is None:
         return
     if w is not None and (fault := memory.pod_faults.get(judged.uid)) is not None:
         why = f"pod {judged.name}: {fault.message}"
-        _conclude(memory, w, Verdict(outcome=Outcome.FAILED, signal=fault.reason, message=why), REPLICAS)
+        _conclude(memory, w, AnalysisVerdict(outcome=Outcome.FAILED, signal=fault.reason, message=why), REPLICAS)
         return
     baseline = [p for p in live if _on(p, j.current) and p.uid in ready and p.drain is None]
     if w is None:
@@ -147,7 +147,7 @@ def analyse(
     compared_with = REPLICAS if sides else RECORDED
     if base is None:
         why = "nothing to compare with: no replica on the previous revision and no figures recorded before the change"
-        _conclude(memory, w, Verdict(outcome=Outcome.PASSED, message=why), RECORDED)
+        _conclude(memory, w, AnalysisVerdict(outcome=Outcome.PASSED, message=why), RECORDED)
         return
     verdict = judge(Input(canary=canary, baseline=base, thresholds=j.analysis.thresholds))
     level = logging.DEBUG if verdict.outcome is Outcome.EXTEND else logging.INFO  # the figures behind a verdict

@@ -13,7 +13,7 @@ An HPA whose scaleTargetRef names the service is listed each pass: with one, the
 operator's metrics; a change of spec.replicas and each new reason to hold are events.
 
 A pool of a P/D split (spec.pdRole) decides on its own side's signals but writes no spec.replicas: its
-parent keeps the two pools within the user's ratio and writes both (controller/pd.py), so the pool only
+parent keeps the two pools within the user's ratio and writes both (controller/disaggregation.py), so the pool only
 publishes its decision in status.autoscaling, at once when it changes (the parent's loop wakes on it). The
 parent itself has no engines and no decision of its own.
 """
@@ -26,8 +26,8 @@ from ascend_operator.api.reasons import AutoscalingReason
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.api.status import AUTOSCALING, LiveStatus
 from ascend_operator.autoscale import (
+    ScaleHistory,
     Signals,
-    Window,
     decide,
     mean_prompt_tokens,
     observe,
@@ -37,7 +37,7 @@ from ascend_operator.autoscale import (
 )
 from ascend_operator.clients.resources import HPA, SERVICE_CR
 from ascend_operator.controller.deletions import Site
-from ascend_operator.controller.metrics import publish_autoscaling, record_scale
+from ascend_operator.controller.operator_metrics import publish_autoscaling, record_scale
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, merge_patch, overlay, without
 from ascend_operator.controller.timestamps import epoch, iso
@@ -150,10 +150,10 @@ async def autoscale(
 ) -> None:
     """Decide and apply one pass (`now`: the monotonic clock of the window)."""
     auto = spec.autoscaling
-    if auto is None or spec.disaggregation is not None:  # a P/D parent's pools decide (controller/pd.py)
+    if auto is None or spec.disaggregation is not None:  # a P/D parent's pools decide (controller/disaggregation.py)
         forget(site, memory)
         return
-    state = memory.autoscale or Window()
+    state = memory.autoscale or ScaleHistory()
     state = observe(state, s, auto, now=now)
     if spec.pd_role is not None:
         await _propose(site, memory, auto, s, state, now=now)
@@ -166,7 +166,7 @@ async def autoscale(
     if d.desired != s.replicas and not (in_flight and d.desired == asked):
         written = await site.kube.patch(SERVICE_CR, site.namespace, site.service, {"spec": {"replicas": d.desired}})
         if written is not None:
-            state = Window(state.wants, last_scale=now)
+            state = ScaleHistory(state.wants, last_scale=now)
             memory.autoscale_asked = d.desired
             memory.autoscale_scaled_at = iso(site.clock())
             record_scale(site.namespace, site.service, up=d.desired > s.replicas)
@@ -181,12 +181,12 @@ async def autoscale(
 
 
 async def _propose(
-    site: Site, memory: ServiceMemory, auto: AutoscalingSpec, s: Signals, state: Window, *, now: float
+    site: Site, memory: ServiceMemory, auto: AutoscalingSpec, s: Signals, state: ScaleHistory, *, now: float
 ) -> None:
     """A P/D pool: decide, publish the decision (status at once when it changes), write no spec.replicas.
     The pool's last scale is when its spec.replicas (the parent's write) last moved."""
     if memory.autoscale_seen is not None and s.replicas != memory.autoscale_seen:
-        state = Window(state.wants, last_scale=now)
+        state = ScaleHistory(state.wants, last_scale=now)
         memory.autoscale_scaled_at = iso(site.clock())
     memory.autoscale_seen = s.replicas
     d = decide(s, state, auto, now)

@@ -34,7 +34,7 @@ from ascend_operator.api.status import DEGRADED, PROGRESSING, AscendInferenceSer
 from ascend_operator.clients.resources import LWS, POD, SERVICE_CR, Kube, service_pods
 from ascend_operator.controller import crashpoints
 from ascend_operator.controller.groups import leaders_seen, recreated_groups
-from ascend_operator.controller.metrics import record_refusal, record_roll
+from ascend_operator.controller.operator_metrics import record_refusal, record_roll
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, merge_patch
 from ascend_operator.controller.timestamps import epoch, iso

@@ -38,15 +38,15 @@ from ascend_operator.clients.nodes import NodeLiveness
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
-from ascend_operator.controller.metrics import forget_service, publish_chip_reports, record_pass, start_service
 from ascend_operator.controller.monitor import health_pass
+from ascend_operator.controller.operator_metrics import forget_service, publish_chip_reports, record_pass, start_service
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import DEFAULT_LIVE_INTERVAL
 from ascend_operator.health.chips import keep_off
+from ascend_operator.render.disaggregation import LABEL_PD_GROUP
 from ascend_operator.render.fitness import NodeFacts
 from ascend_operator.render.netpol import OperatorPeer
-from ascend_operator.render.pd import LABEL_PD_GROUP
 
 #: Seconds between passes when nothing wakes the loop.
 DEFAULT_RESYNC_SECONDS = 30.0

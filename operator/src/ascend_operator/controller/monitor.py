@@ -39,7 +39,7 @@ from ascend_operator.controller.engine_io import (
     scrape,
     service_api_key,
 )
-from ascend_operator.controller.metrics import publish_engines, publish_figures, record_canary_failure
+from ascend_operator.controller.operator_metrics import publish_engines, publish_figures, record_canary_failure
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import PodFault, overlay
 from ascend_operator.controller.timestamps import epoch, iso

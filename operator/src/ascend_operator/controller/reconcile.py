@@ -7,7 +7,7 @@
 3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
    disruption step (controller/deletions.py: one budget and drain shared with the health loop), or, for a
    multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
-   spec.routing.inferencePool, the InferencePool (controller/routing.py); steps 2 and 3 on the engines are
+   spec.routing.inferencePool, the InferencePool (controller/inference_pool.py); steps 2 and 3 on the engines are
    controller/engines.py;
 4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
    and patch it only when it changed; announce condition transitions as events.
@@ -27,13 +27,13 @@ from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.clients.resources import EVENT, SERVICE_CR, service_pods
 from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
 from ascend_operator.controller.context import Context
+from ascend_operator.controller.disaggregation import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.engines import guarded_apply
 from ascend_operator.controller.groups import group_status
-from ascend_operator.controller.metrics import publish_conditions, publish_router
+from ascend_operator.controller.inference_pool import previous_condition, sync_inference_pool
+from ascend_operator.controller.operator_metrics import publish_conditions, publish_router
 from ascend_operator.controller.owned import ensure_pdb, ensure_router, ensure_service, router_extra
-from ascend_operator.controller.pd import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
-from ascend_operator.controller.routing import previous_condition, sync_inference_pool
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import Observed, compute_status, condition_events, overlay, status_due
 from ascend_operator.controller.views import PodView, pod_view
@@ -41,7 +41,7 @@ from ascend_operator.render.desired import Desired, Placement
 from ascend_operator.render.fitness import allowed_versions, asks_placement, fenced, unfit
 from ascend_operator.render.lws import group_spec_hash, is_multi_node
 from ascend_operator.render.pod import Owner, scale_selector, service_url, spec_hash
-from ascend_operator.validation import Finding, Severity, validate_spec
+from ascend_operator.validation import Severity, SpecFinding, validate_spec
 
 #: Context is the pass's injected I/O (controller/context.py), imported from here by the handlers and tests.
 __all__ = ["Context", "reconcile"]
@@ -81,11 +81,13 @@ def _prefixed(pods: list[PodView], why: str) -> list[PodView]:
     return [replace(p, unschedulable=f"{why}; scheduler: {p.unschedulable}") if p.unschedulable else p for p in pods]
 
 
-def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[Finding]]:
+def _findings(body: Mapping[str, Any]) -> tuple[ParsedService | None, list[SpecFinding]]:
     try:
         parsed = parse_resource(body)
     except SpecError as exc:
-        return None, [Finding(severity=Severity.ERROR, field="spec", rule="Schema", message=p) for p in exc.problems]
+        return None, [
+            SpecFinding(severity=Severity.ERROR, field="spec", rule="Schema", message=p) for p in exc.problems
+        ]
     return parsed, validate_spec(parsed.spec)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ascend_operator.api.rollout import AnalysisSpec
 from ascend_operator.controller.revisions import Revision
 from ascend_operator.health.samples import EngineSample
-from ascend_operator.rollout_analysis import Figures, Verdict
+from ascend_operator.rollout_analysis import AnalysisVerdict, Figures
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +40,7 @@ class Concluded:
     """The health loop's verdict on one revision."""
 
     revision: str
-    verdict: Verdict
+    verdict: AnalysisVerdict
     compared_with: str
     canary: str
 

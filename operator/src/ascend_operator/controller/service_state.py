@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ascend_operator.api.status import AnyEventReason, LiveStatus, Roll
-from ascend_operator.autoscale import Window
+from ascend_operator.autoscale import ScaleHistory
 from ascend_operator.controller.rollout_memory import RolloutMemory
 from ascend_operator.controller.status import ConditionRecord, PodFault, changed_keys, merge_patch
 from ascend_operator.disruption import Candidate
@@ -52,7 +52,7 @@ class ServiceMemory:
     """Pod name -> the API server's message when it refused this pass's create (quota, admission)."""
     announced_failures: set[str] = field(default_factory=set)
     """Refusal messages already posted as an event: one event per distinct message, not per retry."""
-    autoscale: Window | None = None
+    autoscale: ScaleHistory | None = None
     """spec.autoscaling's window of recent wants (controller/autoscaling.py); None without it."""
     autoscale_asked: int | None = None
     """The spec.replicas the autoscaler last wrote: until the spec shows it, it is not written again."""

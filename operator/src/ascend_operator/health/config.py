@@ -7,7 +7,7 @@ spec-decode series and the number of their `position` labels; block size and mem
 `vllm:cache_config_info`. Field and label names come from the engine contract. Pure.
 
 Block size: the label is not `--block-size` but what vLLM resolves after building the KV cache, the smallest
-block size of the model's KV cache groups (contract.metrics.BLOCK_SIZE_REPORTED_SOURCE). DeepSeek-V4 on
+block size of the model's KV cache groups (contract.vllm_metrics.BLOCK_SIZE_REPORTED_SOURCE). DeepSeek-V4 on
 vllm-ascend 0.25.1rc1 has groups of 128, 128, 8 and 32 tokens at `--block-size 128`, so it reports 8. A model
 with one attention group reports the flag unchanged: the CPU engine's tiny Llama does, as
 vllm/platforms/cpu.py:119-126 keeps a given block size (128 only when none is given; not a multiple of 32
@@ -31,7 +31,7 @@ from ascend_operator.api.profiles import load_profiles
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.contract import VLLM_VERSION
 from ascend_operator.contract import additional_config as keys
-from ascend_operator.contract import metrics as M
+from ascend_operator.contract import vllm_metrics as M
 from ascend_operator.health.samples import EngineSample
 
 

@@ -1,7 +1,7 @@
 """One scrape of an engine's /metrics, reduced to what the detectors and the status need.
 
 Parsed with prometheus-client's own text parser. Metric names come from the engine contract
-(`ascend_operator.contract.metrics`, held against vllm/v1/metrics by tests/contract/), which also says
+(`ascend_operator.contract.vllm_metrics`, held against vllm/v1/metrics by tests/contract/), which also says
 when each moves: the iteration histogram and the token counters only on steps that return outputs.
 Series of several engines in one pod (DP > 1) are summed, gauges of usage take the highest engine,
 because one full engine is what stalls. Each engine's own progress series are kept as well (`ranks`),
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascend_operator.contract import metrics as M
+from ascend_operator.contract import vllm_metrics as M
 from ascend_operator.health import progress as prog
 
 Buckets = tuple[tuple[float, float], ...]

@@ -11,7 +11,7 @@ What the cluster adds is an input (`Placement`): the device plugin's resource na
 pods, the API key's Secret version, the driver versions that meet spec.runtime, the nodes MindCluster took
 out. Render passes the defaults; the operator what it read this pass.
 
-A disaggregated service's engines are its roles': it owns two role services (render/pd.py) and no engine
+A disaggregated service's engines are its roles': it owns two role services (render/disaggregation.py) and no engine
 of its own, and each role service is then reconciled like any other. `rendered` walks that recursion
 as the operator does, so render shows the role services and what each becomes.
 """
@@ -24,11 +24,11 @@ from typing import Any
 from ascend_operator.api.constants import NPU_RESOURCE
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.spec import AscendInferenceServiceSpec
+from ascend_operator.render.disaggregation import ROLES, build_role_service, role_name, role_selector, role_spec
 from ascend_operator.render.group_pdb import build_group_pdb
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.lws import build_leader_worker_set, is_multi_node
 from ascend_operator.render.netpol import OperatorPeer, build_network_policy
-from ascend_operator.render.pd import ROLES, build_role_service, role_name, role_selector, role_spec
 from ascend_operator.render.pod import Owner, build_pdb, build_pod, build_service, serving_selector
 from ascend_operator.render.router import RouterTarget, build_router_objects
 from ascend_operator.render.scheduling import queue_annotations, scheduling_fields

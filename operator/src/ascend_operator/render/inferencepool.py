@@ -15,7 +15,7 @@ exactly one port, endpointPickerRef) and shared_types.go:132-143 (selector: matc
 from typing import Any
 
 from ascend_operator.api.constants import POOL_API_VERSION, POOL_KIND
-from ascend_operator.api.routing import EndpointPickerRef
+from ascend_operator.api.inference_pool import EndpointPickerRef
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.render.pod import Owner, common_labels, owner_metadata, serving_selector
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ascend_operator.api.constants import LABEL_ROUTER, LABEL_SERVICE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.render.pd import ROLES, role_name
+from ascend_operator.render.disaggregation import ROLES, role_name
 from ascend_operator.render.pod import Owner, common_labels, owner_metadata
 
 #: The label the API server sets on every namespace (GA in 1.22): selects a namespace by name.

@@ -97,7 +97,7 @@ class Input:
     thresholds: AnalysisThresholds
 
 
-class Finding(NamedTuple):
+class Comparison(NamedTuple):
     """A check's answer: (reason, message, failed), and the two values it compared."""
 
     reason: RolloutSignal
@@ -107,15 +107,17 @@ class Finding(NamedTuple):
     baseline: float | None = None
 
 
-def _ok(reason: RolloutSignal) -> Finding:
-    return Finding(reason, "", False)
+def _ok(reason: RolloutSignal) -> Comparison:
+    return Comparison(reason, "", False)
 
 
-def canary_failures(i: Input) -> Finding:
+def canary_failures(i: Input) -> Comparison:
     """Generation canaries that failed on the new replica: it does not work, whatever the traffic."""
     n, limit = i.canary.canary_failures, i.thresholds.canary_failures
     if n > limit:
-        return Finding(RolloutSignal.CANARY_FAILURES, f"{n} generation canaries failed (more than {limit})", True, n, 0)
+        return Comparison(
+            RolloutSignal.CANARY_FAILURES, f"{n} generation canaries failed (more than {limit})", True, n, 0
+        )
     return _ok(RolloutSignal.CANARY_FAILURES)
 
 
@@ -124,7 +126,7 @@ def canary_failures(i: Input) -> Finding:
 MIN_ERRORS = 2
 
 
-def errors(i: Input) -> Finding:
+def errors(i: Input) -> Comparison:
     """Requests the engine ended with an error (a 500): before the traffic check, since a revision that errors
     on every request before its first token would otherwise only ever extend the window."""
     c, b = i.canary.error_rate, i.baseline.error_rate
@@ -135,64 +137,64 @@ def errors(i: Input) -> Finding:
         f"{i.canary.errors:g} of {i.canary.finished:g} requests on the new replica ended in an engine error "
         f"({c:.1%}) against {b:.1%} on the previous replicas (limit +{limit:.0%})"
     )
-    return Finding(RolloutSignal.ERRORS, why, True, c, b)
+    return Comparison(RolloutSignal.ERRORS, why, True, c, b)
 
 
-def too_little_traffic(i: Input) -> Finding:
+def too_little_traffic(i: Input) -> Comparison:
     """Either side started fewer than minRequests per replica: the window is extended."""
     need = i.thresholds.min_requests
     canary, base = i.canary.requests, i.baseline.requests / max(1, i.baseline.replicas)
     if canary < need or base < need:
         why = f"{canary:g} requests on the new replica, {base:g} per previous replica (need {need} each)"
-        return Finding(RolloutSignal.TOO_LITTLE_TRAFFIC, why, True, canary, base)
+        return Comparison(RolloutSignal.TOO_LITTLE_TRAFFIC, why, True, canary, base)
     return _ok(RolloutSignal.TOO_LITTLE_TRAFFIC)
 
 
 def _ratio_check(
     reason: RolloutSignal, label: str, canary: float | None, base: float | None, *, limit: float, floor: float
-) -> Finding:
+) -> Comparison:
     if canary is None or base is None or canary - base < floor or canary <= base * limit:
         return _ok(reason)
     ratio = canary / base if base > 0 else float("inf")
     why = f"{label} {canary:.3f} s on the new replica against {base:.3f} s ({ratio:.2f}x, limit {limit:g}x)"
-    return Finding(reason, why, True, canary, base)
+    return Comparison(reason, why, True, canary, base)
 
 
-def ttft(i: Input) -> Finding:
+def ttft(i: Input) -> Comparison:
     """TTFT p90: the new revision queues or prefills slower."""
     c, b = i.canary.ttft_p90, i.baseline.ttft_p90
     limit = i.thresholds.ttft_p90_ratio
     return _ratio_check(RolloutSignal.TTFT, "TTFT p90", c, b, limit=limit, floor=MIN_TTFT_DELTA_SECONDS)
 
 
-def tpot(i: Input) -> Finding:
+def tpot(i: Input) -> Comparison:
     """TPOT p90: the new revision decodes slower per token."""
     c, b = i.canary.tpot_p90, i.baseline.tpot_p90
     limit = i.thresholds.tpot_p90_ratio
     return _ratio_check(RolloutSignal.TPOT, "TPOT p90", c, b, limit=limit, floor=MIN_TPOT_DELTA_SECONDS)
 
 
-def tokens_per_request(i: Input) -> Finding:
+def tokens_per_request(i: Input) -> Comparison:
     """Output tokens/s per running request: the new revision serves each user slower."""
     c, b = i.canary.tokens_per_request, i.baseline.tokens_per_request
     limit = i.thresholds.tokens_per_request_ratio
     if c is None or b is None or b <= 0 or c >= b * limit:
         return _ok(RolloutSignal.TOKENS_PER_REQUEST)
     why = f"{c:.1f} output tokens/s per running request against {b:.1f} ({c / b:.2f}x, limit {limit:g}x)"
-    return Finding(RolloutSignal.TOKENS_PER_REQUEST, why, True, c, b)
+    return Comparison(RolloutSignal.TOKENS_PER_REQUEST, why, True, c, b)
 
 
-def queue(i: Input) -> Finding:
+def queue(i: Input) -> Comparison:
     """Waiting requests: the new revision holds fewer at once and queues the rest."""
     c, b = i.canary.waiting, i.baseline.waiting
     limit = i.thresholds.waiting_per_replica
     if c - b <= limit:
         return _ok(RolloutSignal.QUEUE)
     why = f"{c:.1f} requests waiting on the new replica against {b:.1f} per previous replica (limit +{limit:g})"
-    return Finding(RolloutSignal.QUEUE, why, True, c, b)
+    return Comparison(RolloutSignal.QUEUE, why, True, c, b)
 
 
-Check = Callable[[Input], Finding]
+Check = Callable[[Input], Comparison]
 #: In order: the first failing check decides.
 CHECKS: tuple[Check, ...] = (canary_failures, errors, too_little_traffic, ttft, tpot, tokens_per_request, queue)
 
@@ -204,7 +206,7 @@ class Outcome(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Verdict:
+class AnalysisVerdict:
     outcome: Outcome
     signal: RolloutSignal | RollReason | VerdictReason | Literal[""] = ""
     """What decided ("" when nothing did: passed, or nothing to compare with)."""
@@ -213,17 +215,17 @@ class Verdict:
     baseline: float | None = None
 
 
-def judge(i: Input) -> Verdict:
+def judge(i: Input) -> AnalysisVerdict:
     """The chain's verdict: the first failing check decides; none failing passes."""
     for check in CHECKS:
         found = check(i)
         if found.failed:
             outcome = Outcome.EXTEND if found.reason is RolloutSignal.TOO_LITTLE_TRAFFIC else Outcome.FAILED
-            return Verdict(
+            return AnalysisVerdict(
                 outcome=outcome,
                 signal=found.reason,
                 message=found.message,
                 canary=found.canary,
                 baseline=found.baseline,
             )
-    return Verdict(outcome=Outcome.PASSED, message="within every threshold")
+    return AnalysisVerdict(outcome=Outcome.PASSED, message="within every threshold")

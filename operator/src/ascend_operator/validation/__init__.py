@@ -5,7 +5,7 @@ the operator turns errors into a condition and an event. Rules with a CEL twin a
 API server at `kubectl apply`.
 """
 
-from ascend_operator.validation.findings import Finding, Severity
+from ascend_operator.validation.findings import Severity, SpecFinding
 from ascend_operator.validation.validate import validate_spec
 
-__all__ = ["Finding", "Severity", "validate_spec"]
+__all__ = ["Severity", "SpecFinding", "validate_spec"]

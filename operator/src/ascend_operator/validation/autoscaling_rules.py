@@ -9,7 +9,7 @@ the operator (a Warning event and status, as for every rule without a CEL twin).
 """
 
 from ascend_operator.api.autoscaling import AutoscalingSpec, PdAutoscaling
-from ascend_operator.validation.rule import Rule, Spec
+from ascend_operator.validation.rule import Spec, SpecRule
 
 #: The API's defaults, for CEL over fields a user left out.
 _MIN, _AT_LEAST, _AT_MOST = 1, PdAutoscaling().decode_per_prefill.at_least, PdAutoscaling().decode_per_prefill.at_most
@@ -45,8 +45,8 @@ def _feasible(spec: Spec) -> bool:
 
 _RATIO = "self.decodePerPrefill"
 
-AUTOSCALING_PD_RULES: tuple[Rule, ...] = (
-    Rule(
+AUTOSCALING_PD_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
         name="AutoscalingPoolsNeedDisaggregation",
         field="spec.autoscaling.pd",
         message="spec.autoscaling.pd sets a P/D split's pools: it needs spec.disaggregation",
@@ -55,7 +55,7 @@ AUTOSCALING_PD_RULES: tuple[Rule, ...] = (
         cel_field_path=".autoscaling.pd",
     ),
     *(
-        Rule(
+        SpecRule(
             name=f"AutoscalingPoolBounds{role.title()}",
             field=f"spec.autoscaling.pd.{role}.minReplicas",
             message=f"the {role} pool's minReplicas (else spec.autoscaling.minReplicas) may not exceed its "
@@ -67,7 +67,7 @@ AUTOSCALING_PD_RULES: tuple[Rule, ...] = (
         )
         for role in ("prefill", "decode")
     ),
-    Rule(
+    SpecRule(
         name="AutoscalingRatioOrdered",
         field="spec.autoscaling.pd.decodePerPrefill.atLeast",
         message="spec.autoscaling.pd.decodePerPrefill.atLeast may not exceed atMost",
@@ -77,7 +77,7 @@ AUTOSCALING_PD_RULES: tuple[Rule, ...] = (
         cel_scope=("autoscaling", "pd"),
         cel_field_path=".decodePerPrefill.atLeast",
     ),
-    Rule(
+    SpecRule(
         name="AutoscalingRatioReachable",
         field="spec.autoscaling.pd.decodePerPrefill",
         message="no prefill and decode counts within the pools' minReplicas..maxReplicas keep the decode per "

@@ -28,7 +28,7 @@ TIGHT_FRACTION = 0.75
 CANNOT_START_FRACTION = 1.0
 
 
-class Verdict(StrEnum):
+class BudgetFit(StrEnum):
     """Outcome of the budget check."""
 
     FITS = "fits"
@@ -41,7 +41,7 @@ class Verdict(StrEnum):
 class BudgetPlan:
     """The per-NPU budget of one spec."""
 
-    verdict: Verdict
+    verdict: BudgetFit
     note: str
     profile: str | None = None
     tensor: int | None = None
@@ -89,19 +89,19 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
     """Compute the budget, or say why it was skipped."""
     table = load_profiles() if profiles is None else profiles
     if inp.profile is None:
-        return BudgetPlan(verdict=Verdict.SKIPPED, note="spec.model.profile is not set: budget not checked")
+        return BudgetPlan(verdict=BudgetFit.SKIPPED, note="spec.model.profile is not set: budget not checked")
     profile = table.get(inp.profile)
     if profile is None:
         known = ", ".join(sorted(table)) or "none"
         return BudgetPlan(
-            verdict=Verdict.SKIPPED,
+            verdict=BudgetFit.SKIPPED,
             note=f"unknown model profile {inp.profile!r} (known: {known}): budget not checked, never guessed",
         )
     layout = profile.layout(tensor=inp.tensor, data=inp.data, nodes=inp.nodes)
     if layout is None:
         over = f" over {inp.nodes} nodes" if inp.nodes > 1 else ""
         return BudgetPlan(
-            verdict=Verdict.SKIPPED,
+            verdict=BudgetFit.SKIPPED,
             profile=inp.profile,
             note=f"profile {inp.profile!r} has no measurement for TP{inp.tensor} x DP{inp.data}{over}: not checked",
         )
@@ -110,7 +110,7 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
     usable = (layout.free_kv_gib + layout.fixed_gib) / profile.measured_at_utilization
     free_kv = layout.free_kv_gib + (inp.utilization - profile.measured_at_utilization) * usable
     measured = BudgetPlan(
-        verdict=Verdict.SKIPPED,
+        verdict=BudgetFit.SKIPPED,
         note="",
         profile=inp.profile,
         tensor=inp.tensor,
@@ -123,7 +123,7 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
     if free_kv <= 0:
         return replace(
             measured,
-            verdict=Verdict.CANNOT_START,
+            verdict=BudgetFit.CANNOT_START,
             note=f"weights, activations and graphs take {layout.fixed_gib:.2f} GiB per NPU, more than "
             f"{inp.utilization:.2f} x {usable:.1f} GiB: no memory is left for the KV cache",
             kv_pool_tokens=0,
@@ -141,11 +141,11 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
     )
     fraction = needed / free_kv
     if fraction > CANNOT_START_FRACTION:
-        verdict, note = Verdict.CANNOT_START, "the startup KV requirement exceeds the free KV memory per NPU"
+        verdict, note = BudgetFit.CANNOT_START, "the startup KV requirement exceeds the free KV memory per NPU"
     elif fraction > TIGHT_FRACTION:
-        verdict, note = Verdict.TIGHT, f"the startup KV requirement is over {TIGHT_FRACTION:.0%} of free KV"
+        verdict, note = BudgetFit.TIGHT, f"the startup KV requirement is over {TIGHT_FRACTION:.0%} of free KV"
     else:
-        verdict, note = Verdict.FITS, "the startup KV requirement fits with headroom"
+        verdict, note = BudgetFit.FITS, "the startup KV requirement fits with headroom"
     return replace(
         measured,
         verdict=verdict,

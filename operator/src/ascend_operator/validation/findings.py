@@ -13,7 +13,7 @@ class Severity(StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Finding:
+class SpecFinding:
     """One validation result."""
 
     severity: Severity
@@ -25,6 +25,6 @@ class Finding:
         return f"{self.severity}: {self.field}: {self.message} [{self.rule}]"
 
 
-def errors(findings: list[Finding]) -> list[Finding]:
+def errors(findings: list[SpecFinding]) -> list[SpecFinding]:
     """The findings that block the service."""
     return [f for f in findings if f.severity is Severity.ERROR]

@@ -27,7 +27,7 @@ from ascend_operator.api.disaggregation import (
 )
 from ascend_operator.api.engine import EngineSpec
 from ascend_operator.api.layout import Parallelism
-from ascend_operator.validation.rule import Rule, Spec
+from ascend_operator.validation.rule import Spec, SpecRule
 
 #: Parallelism.tensor's default, for CEL (which sees no defaults of absent objects).
 _TP = 8
@@ -135,8 +135,8 @@ def _pool_npus_cel(role: str) -> str:
     return f"{tensor} * {data} == (has(self.npus) ? self.npus : 8)"
 
 
-PD_RULES: tuple[Rule, ...] = (
-    Rule(
+PD_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
         name="DisaggregationNeedsRouter",
         field="spec.router",
         message="spec.disaggregation needs spec.router: vllm-router's P/D path (--vllm-pd-disaggregation) is what "
@@ -145,7 +145,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel="!has(self.disaggregation) || has(self.router)",
         cel_field_path=".router",
     ),
-    Rule(
+    SpecRule(
         name="PrefillTensorCoversDecode",
         field="spec.disaggregation.prefill.parallelism.tensor",
         message="the prefill pool's tensor parallelism must be at least the decode pool's: vllm-ascend's Mooncake "
@@ -155,7 +155,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel=f"!has(self.disaggregation) || {_cel_pool_tensor('prefill')} >= {_cel_pool_tensor('decode')}",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="PrefillTensorMultipleOfDecode",
         field="spec.disaggregation.prefill.parallelism.tensor",
         message="the prefill pool's tensor parallelism must be a multiple of the decode pool's: vllm-ascend "
@@ -166,7 +166,7 @@ PD_RULES: tuple[Rule, ...] = (
         f"{_cel_pool_tensor('prefill')} % {_cel_pool_tensor('decode')} == 0",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="KvPortAboveTransferPorts",
         field="spec.disaggregation.kvPort",
         message="spec.disaggregation.kvPort must be at least 20000 + 1000 x spec.npus: Mooncake's "
@@ -179,7 +179,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel_field_path=".disaggregation.kvPort",
         detail=lambda s: f"at least {_kv_port_floor(s)} for spec.npus {s.npus}",
     ),
-    Rule(
+    SpecRule(
         name="NoRecomputeSchedulerOnDecodePool",
         field="spec.disaggregation.decode.engine.additionalConfig.extra",
         message="the decode engines may not turn on vllm-ascend's recompute_scheduler_enable (additionalConfig."
@@ -191,14 +191,14 @@ PD_RULES: tuple[Rule, ...] = (
         # fails with "undefined field 'extra'", seen on kube-apiserver v1.37.2), so only the operator refuses it
         detail=_recompute_at,
     ),
-    Rule(
+    SpecRule(
         name="NoRecomputeSchedulerOnDecodeRole",
         field="spec.engine.additionalConfig.extra",
         message="a decode role's engine may not turn on vllm-ascend's recompute_scheduler_enable: vllm-router "
         "0.1.17 does not send its 'recomputed' requests back to prefill",
         check=_no_recompute_on_decode_role,  # no CEL twin either (see above)
     ),
-    Rule(
+    SpecRule(
         name="DisaggregatedPoolsSingleNode",
         field="spec.disaggregation",
         message="each pool of spec.disaggregation is one node per replica (parallelism.nodes 1, also when the pool "
@@ -208,7 +208,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel=f"!has(self.disaggregation) || ({_pool_nodes_cel('prefill')} && {_pool_nodes_cel('decode')})",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="PoolParallelismMatchesNPUs",
         field="spec.disaggregation",
         message="each pool's parallelism.tensor x parallelism.data must equal spec.npus: a pool's replica is one "
@@ -217,7 +217,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel=f"!has(self.disaggregation) || ({_pool_npus_cel('prefill')} && {_pool_npus_cel('decode')})",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="PoolsShareEnginePort",
         field="spec.disaggregation",
         message="a pool's engine.port must be spec.engine.port: the router discovers both roles on one "
@@ -228,7 +228,7 @@ PD_RULES: tuple[Rule, ...] = (
         f"{_cel_pool_port('decode')} == {_cel_or('engine.port', str(_PORT))})",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="DisaggregationNotInARole",
         field="spec.disaggregation",
         message="spec.disaggregation and spec.pdRole exclude each other: a role of a disaggregated service is not "
@@ -237,7 +237,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel="!has(self.disaggregation) || !has(self.pdRole)",
         cel_field_path=".disaggregation",
     ),
-    Rule(
+    SpecRule(
         name="RoleHasNoRouter",
         field="spec.router",
         message="a service with spec.pdRole has no router of its own: the disaggregated service's router routes to it",
@@ -245,7 +245,7 @@ PD_RULES: tuple[Rule, ...] = (
         cel="!has(self.pdRole) || !has(self.router)",
         cel_field_path=".router",
     ),
-    Rule(
+    SpecRule(
         name="DisaggregationWithoutInferencePool",
         field="spec.routing.inferencePool.enabled",
         message="spec.routing.inferencePool cannot be enabled with spec.disaggregation: a pool's endpoint picker "

@@ -11,7 +11,7 @@ be >= 0 (scheduler.py:80, the schema's minimum). vllm-ascend also resets max_num
 (vllm_ascend/platform.py:1103-1109), which the V1 check precedes.
 """
 
-from ascend_operator.validation.rule import Rule
+from ascend_operator.validation.rule import SpecRule
 
 _WHY = (
     "vLLM 0.25.1's V1 engine refuses to start with concurrent partial prefills (NotImplementedError "
@@ -19,8 +19,8 @@ _WHY = (
     "past a long one, set spec.engine.longPrefillTokenThreshold"
 )
 
-PREFILL_RULES: tuple[Rule, ...] = (
-    Rule(
+PREFILL_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
         name="NoConcurrentPartialPrefills",
         field="spec.engine.maxNumPartialPrefills",
         message=f"spec.engine.maxNumPartialPrefills must be 1 or unset: {_WHY}",
@@ -29,7 +29,7 @@ PREFILL_RULES: tuple[Rule, ...] = (
         cel_scope=("engine",),
         cel_field_path=".maxNumPartialPrefills",
     ),
-    Rule(
+    SpecRule(
         name="NoConcurrentLongPartialPrefills",
         field="spec.engine.maxLongPartialPrefills",
         message=f"spec.engine.maxLongPartialPrefills must be 1 or unset: {_WHY}",

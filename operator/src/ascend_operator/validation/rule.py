@@ -10,7 +10,7 @@ Spec = AscendInferenceServiceSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class Rule:
+class SpecRule:
     """A cross-field rule with its reason, CEL twin (optional) and Python check."""
 
     name: str

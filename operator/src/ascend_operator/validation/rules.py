@@ -20,7 +20,7 @@ from ascend_operator.render.resources import build_resources, parse_quantity
 from ascend_operator.validation.autoscaling_rules import AUTOSCALING_PD_RULES
 from ascend_operator.validation.pd_rules import PD_RULES
 from ascend_operator.validation.prefill_rules import PREFILL_RULES
-from ascend_operator.validation.rule import Rule, Spec
+from ascend_operator.validation.rule import Spec, SpecRule
 from ascend_operator.validation.scheduling_rules import SCHEDULING_RULES
 from ascend_operator.validation.surface import SURFACE, SurfaceFlags, cel_pattern, offending
 
@@ -113,9 +113,9 @@ def _own_labels_untouched(spec: Spec) -> bool:
     return not any(k in OPERATOR_LABELS or k.startswith(f"{GROUP}/") for k in spec.pod_metadata.labels)
 
 
-def _surface_rule(group: SurfaceFlags) -> "Rule":
+def _surface_rule(group: SurfaceFlags) -> "SpecRule":
     """A rule refusing extraArgs flags that take away what the operator watches the engine through."""
-    return Rule(
+    return SpecRule(
         name=group.rule,
         field="spec.engine.extraArgs",
         message=group.message,
@@ -139,8 +139,8 @@ def _cel_spelling(spelling: str) -> str:
 # suffix covers `--flag=value` and the dotted JSON keys `--speculative-config.method`.
 _EXTRA_ARG_PATTERN = "^(" + "|".join(_cel_spelling(s) for s in sorted(F.TYPED_SPELLINGS)) + ")([.=].*)?$"
 
-RULES: tuple[Rule, ...] = (
-    Rule(
+RULES: tuple[SpecRule, ...] = (
+    SpecRule(
         name="ParallelismMatchesNPUs",
         field="spec.parallelism",
         message="spec.parallelism.tensor x spec.parallelism.data must equal spec.npus x spec.parallelism.nodes: "
@@ -151,7 +151,7 @@ RULES: tuple[Rule, ...] = (
         "self.npus * (has(self.parallelism.nodes) ? self.parallelism.nodes : 1)",
         cel_field_path=".parallelism",
     ),
-    Rule(
+    SpecRule(
         name="DataParallelSplitsOverNodes",
         field="spec.parallelism.data",
         message="spec.parallelism.data must be a multiple of spec.parallelism.nodes: every node runs the same "
@@ -162,7 +162,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("parallelism",),
         cel_field_path=".data",
     ),
-    Rule(
+    SpecRule(
         name="MultiNodeStartRank",
         field="spec.parallelism.nodes",
         message="spec.parallelism.nodes above 2 needs one engine per node (data = nodes): every worker shares "
@@ -173,7 +173,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("parallelism",),
         cel_field_path=".nodes",
     ),
-    Rule(
+    SpecRule(
         name="LongContextGraphWidth",
         field="spec.engine.speculative.numSpeculativeTokens",
         message="with spec.engine.longContext.enabled, numSpeculativeTokens + 1 must be a multiple of "
@@ -185,7 +185,7 @@ RULES: tuple[Rule, ...] = (
         "(self.engine.speculative.numSpeculativeTokens + 1) % self.parallelism.tensor == 0",
         cel_field_path=".engine",
     ),
-    Rule(
+    SpecRule(
         name="ReduceSampleWithDSpark",
         field="spec.engine.additionalConfig.enableReduceSample",
         message="spec.engine.additionalConfig.enableReduceSample cannot be used with DSpark speculative "
@@ -196,21 +196,21 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("engine",),
         cel_field_path=".additionalConfig",
     ),
-    Rule(
+    SpecRule(
         name="RemovedAdditionalConfigKey",
         field="spec.engine.additionalConfig.extra",
         message="spec.engine.additionalConfig.extra may not contain torchair_graph_config or "
         "ascend_scheduler_config: vllm-ascend removed them in v0.12.0rc1 and would ignore them silently",
         check=lambda s: not set(REMOVED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
     ),
-    Rule(
+    SpecRule(
         name="TypedAdditionalConfigKey",
         field="spec.engine.additionalConfig.extra",
         message="spec.engine.additionalConfig.extra may not set a key that has a typed field (or that "
         "spec.engine.longContext sets); set the typed field instead",
         check=lambda s: not set(TYPED_ADDITIONAL_KEYS) & set(s.engine.additional_config.extra),
     ),
-    Rule(
+    SpecRule(
         name="ExtraArgsRepeatTypedFlag",
         field="spec.engine.extraArgs",
         message="spec.engine.extraArgs may not repeat a flag that a typed field renders, in any spelling vLLM "
@@ -222,7 +222,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("engine",),
         cel_field_path=".extraArgs",
     ),
-    Rule(
+    SpecRule(
         name="ExtraArgsUnknownFlag",
         field="spec.engine.extraArgs",
         message=f"spec.engine.extraArgs names a flag vLLM {VLLM_VERSION} does not accept: its `vllm serve` "
@@ -232,7 +232,7 @@ RULES: tuple[Rule, ...] = (
         detail=lambda s: "unknown: " + " ".join(F.unknown_options(s.engine.extra_args)),
     ),
     *(_surface_rule(group) for group in SURFACE),
-    Rule(
+    SpecRule(
         name="BlockSizeKeptByVllmAscend",
         field="spec.engine.blockSize",
         message="spec.engine.blockSize must be one vllm-ascend keeps for the model profile's model type "
@@ -245,7 +245,7 @@ RULES: tuple[Rule, ...] = (
             f"{keys.effective_block_size(s.engine.block_size, model_type=_model_type(s))}"
         ),
     ),
-    Rule(
+    SpecRule(
         name="BatchedTokensCoverSeqs",
         field="spec.engine.maxNumBatchedTokens",
         message="spec.engine.maxNumBatchedTokens must be at least spec.engine.maxNumSeqs: vLLM refuses to "
@@ -256,7 +256,7 @@ RULES: tuple[Rule, ...] = (
         cel_field_path=".maxNumBatchedTokens",
     ),
     *PREFILL_RULES,
-    Rule(
+    SpecRule(
         name="ModelSourceExactlyOne",
         field="spec.model.source",
         message="spec.model.source must set exactly one of hostPath or pvc",
@@ -264,7 +264,7 @@ RULES: tuple[Rule, ...] = (
         cel="has(self.hostPath) != has(self.pvc)",
         cel_scope=("model", "source"),
     ),
-    Rule(
+    SpecRule(
         name="NPUsFromSpec",
         field="spec.resources",
         message=f"spec.resources may not name an NPU resource ({', '.join(KNOWN_NPU_RESOURCES)}): set spec.npus, "
@@ -277,7 +277,7 @@ RULES: tuple[Rule, ...] = (
         ),
         cel_scope=("resources",),
     ),
-    Rule(
+    SpecRule(
         name="InferencePoolNeedsEndpointPicker",
         field="spec.routing.inferencePool.endpointPickerRef",
         message="spec.routing.inferencePool.endpointPickerRef is required when spec.routing.inferencePool is "
@@ -287,7 +287,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("routing", "inferencePool"),
         cel_field_path=".endpointPickerRef",
     ),
-    Rule(
+    SpecRule(
         name="ApiKeyNotInArgs",
         field="spec.engine.extraArgs",
         message="spec.engine.extraArgs may not contain --api-key: anyone who can read the pod (or the "
@@ -297,7 +297,7 @@ RULES: tuple[Rule, ...] = (
         cel_scope=("engine",),
         cel_field_path=".extraArgs",
     ),
-    Rule(
+    SpecRule(
         name="ApiKeyNotInEnv",
         field="spec.env",
         message=f"spec.env may not set {API_KEY_ENV}: its value would sit in the spec and the pod for anyone "
@@ -306,7 +306,7 @@ RULES: tuple[Rule, ...] = (
         cel=f"self.all(e, e.name != '{API_KEY_ENV}')",
         cel_scope=("env",),
     ),
-    Rule(
+    SpecRule(
         name="ShmWithinMemoryLimit",
         field="spec.resources.limits.memory",
         message="the engine's memory limit (spec.resources.limits.memory, else requests.memory) must exceed "
@@ -321,7 +321,7 @@ RULES: tuple[Rule, ...] = (
         "quantity(self.resources.requests['memory']).isGreaterThan(quantity(self.runtime.shmSize))))",
         cel_field_path=".resources",
     ),
-    Rule(
+    SpecRule(
         name="RequestsWithinLimits",
         field="spec.resources",
         message="spec.resources.requests may not exceed spec.resources.limits for cpu or memory: the API "
@@ -331,7 +331,7 @@ RULES: tuple[Rule, ...] = (
         "!(r in self.limits) || !quantity(self.requests[r]).isGreaterThan(quantity(self.limits[r])))",
         cel_scope=("resources",),
     ),
-    Rule(
+    SpecRule(
         name="OperatorLabelsReserved",
         field="spec.podMetadata.labels",
         message=f"spec.podMetadata.labels may not set {GROUP}/ keys or the app.kubernetes.io labels the "
@@ -340,13 +340,13 @@ RULES: tuple[Rule, ...] = (
         cel=f"!has(self.labels) || self.labels.all(k, !k.startsWith('{GROUP}/') && !(k in [{_OWN_LABELS}]))",
         cel_scope=("podMetadata",),
     ),
-    Rule(
+    SpecRule(
         name="EnvNamesUnique",
         field="spec.env",
         message="spec.env may name each variable once",
         check=_env_unique,
     ),
-    Rule(
+    SpecRule(
         name="AutoscalingBounds",
         field="spec.autoscaling.minReplicas",
         message="spec.autoscaling.minReplicas may not exceed spec.autoscaling.maxReplicas",

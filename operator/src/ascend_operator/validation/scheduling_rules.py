@@ -7,10 +7,10 @@ default scheduler binds is read by nobody, and the service would run outside the
 without a word.
 """
 
-from ascend_operator.validation.rule import Rule
+from ascend_operator.validation.rule import SpecRule
 
-SCHEDULING_RULES: tuple[Rule, ...] = (
-    Rule(
+SCHEDULING_RULES: tuple[SpecRule, ...] = (
+    SpecRule(
         name="VolcanoNeedsSchedulerName",
         field="spec.scheduling.volcano",
         message="spec.scheduling.volcano needs spec.scheduling.schedulerName (Volcano's name, `volcano` unless "

@@ -5,9 +5,9 @@ from dataclasses import replace
 
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.render.pd import ROLES, role_spec
-from ascend_operator.validation.budget import BudgetInput, BudgetPlan, Verdict, load_profiles, plan_budget
-from ascend_operator.validation.findings import Finding, Severity
+from ascend_operator.render.disaggregation import ROLES, role_spec
+from ascend_operator.validation.budget import BudgetFit, BudgetInput, BudgetPlan, load_profiles, plan_budget
+from ascend_operator.validation.findings import Severity, SpecFinding
 from ascend_operator.validation.rules import MC2_MAX_EXPERTS_PER_DEVICE, MC2_MIN_EP_WORLD, RULES
 
 
@@ -25,7 +25,7 @@ def budget_input(spec: AscendInferenceServiceSpec) -> BudgetInput:
     )
 
 
-def mc2_findings(spec: AscendInferenceServiceSpec) -> list[Finding]:
+def mc2_findings(spec: AscendInferenceServiceSpec) -> list[SpecFinding]:
     """Warn when MC2 switches are set on a topology where vllm-ascend keeps ALLGATHER anyway."""
     addl = spec.engine.additional_config
     if not (addl.enable_prefill_mc2 or addl.enable_fused_mc2):
@@ -39,7 +39,7 @@ def mc2_findings(spec: AscendInferenceServiceSpec) -> list[Finding]:
         return []
     shown = f"{experts} experts / EP{ep_world} = {per_device} per device" if per_device else f"EP{ep_world}"
     return [
-        Finding(
+        SpecFinding(
             severity=Severity.WARNING,
             field="spec.engine.additionalConfig.enablePrefillMc2",
             rule="MC2Preconditions",
@@ -50,12 +50,12 @@ def mc2_findings(spec: AscendInferenceServiceSpec) -> list[Finding]:
     ]
 
 
-def budget_findings(plan: BudgetPlan) -> list[Finding]:
+def budget_findings(plan: BudgetPlan) -> list[SpecFinding]:
     """Turn the budget verdict into a finding."""
     severity = {
-        Verdict.CANNOT_START: Severity.ERROR,
-        Verdict.TIGHT: Severity.WARNING,
-        Verdict.SKIPPED: Severity.NOTE,
+        BudgetFit.CANNOT_START: Severity.ERROR,
+        BudgetFit.TIGHT: Severity.WARNING,
+        BudgetFit.SKIPPED: Severity.NOTE,
     }.get(plan.verdict)
     if severity is None:
         return []
@@ -66,13 +66,13 @@ def budget_findings(plan: BudgetPlan) -> list[Finding]:
             f"({plan.needed_gib / plan.free_kv_gib:.0%}): {plan.note}; lower spec.engine.maxNumBatchedTokens "
             "or spec.engine.maxModelLen"
         )
-    return [Finding(severity=severity, field="spec.engine.maxNumBatchedTokens", rule="HBMBudget", message=detail)]
+    return [SpecFinding(severity=severity, field="spec.engine.maxNumBatchedTokens", rule="HBMBudget", message=detail)]
 
 
-def validate_spec(spec: AscendInferenceServiceSpec) -> list[Finding]:
+def validate_spec(spec: AscendInferenceServiceSpec) -> list[SpecFinding]:
     """All findings for a spec, errors first in rule order."""
     findings = [
-        Finding(
+        SpecFinding(
             severity=Severity.ERROR,
             field=rule.field,
             rule=rule.name,
@@ -105,7 +105,7 @@ def _in_pool(field: str, role: PdRole, spec: AscendInferenceServiceSpec) -> str:
     return field
 
 
-def role_findings(spec: AscendInferenceServiceSpec, own: list[Finding]) -> list[Finding]:
+def role_findings(spec: AscendInferenceServiceSpec, own: list[SpecFinding]) -> list[SpecFinding]:
     """A disaggregated spec's roles checked as the services they become (a pool's engine settings meet the
     same rules and HBM budget), named at the pool's field; what the parent's own findings already say is
     not repeated."""
@@ -113,7 +113,7 @@ def role_findings(spec: AscendInferenceServiceSpec, own: list[Finding]) -> list[
         return []
     seen = {(f.rule, f.field, f.message) for f in own}
     said = {f.rule for f in own}
-    found: list[Finding] = []
+    found: list[SpecFinding] = []
     for role in ROLES:
         for f in validate_spec(role_spec(spec, role, group="validation")):
             named = replace(f, field=_in_pool(f.field, role, spec), message=f"{role.value} pool: {f.message}")

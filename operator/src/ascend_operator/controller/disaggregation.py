@@ -10,7 +10,7 @@ parent's own engine pods, left from an aggregated spec, are scaled to zero throu
 
 With spec.autoscaling, each role decides on its own signals and publishes the engines it wants in its
 status.autoscaling (controller/autoscaling.py); the parent reads both, keeps them within the user's
-decode-per-prefill ratio (autoscale/pd.py) and writes each role's spec.replicas, and its status lists
+decode-per-prefill ratio (autoscale/disaggregation.py) and writes each role's spec.replicas, and its status lists
 both pools' decisions (roles[].autoscaling). A role's engines then follow the autoscaler, not spec.replicas x
 pool.replicas (that is only where a new role starts).
 """
@@ -45,12 +45,12 @@ from ascend_operator.api.status import (
 )
 from ascend_operator.autoscale import PoolAsk, PoolCount, resolve
 from ascend_operator.clients.resources import SERVICE_CR, Kube
-from ascend_operator.controller.metrics import record_scale
+from ascend_operator.controller.operator_metrics import record_scale
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.status import ConditionRecord, Observed, overlay, whole
 from ascend_operator.render.desired import Desired
-from ascend_operator.render.pd import ROLES, build_role_service, pool_replicas, role_name
+from ascend_operator.render.disaggregation import ROLES, build_role_service, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
 from ascend_operator.render.router import router_name
 

@@ -4,7 +4,7 @@ Why this module exists: the seed's second rule is that TTFT and TPOT come from t
 not from client-side stream timing (docs/FACTS.md benchmark pitfall 2: client first-chunk TTFT read 8.5-12 s
 while the engine's read 1.09-1.89 s). Every figure the bench takes from the engine is a difference between
 two scrapes, and a counter that went down between them means the engine restarted during the run, which
-voids the run (pitfall 4). Names come from the engine contract (`ascend_operator.contract.metrics`, each
+voids the run (pitfall 4). Names come from the engine contract (`ascend_operator.contract.vllm_metrics`, each
 entry held against vLLM 0.25.1's vllm/v1/metrics/loggers.py by tests/contract/): counters are exposed by
 prometheus-client with a `_total` suffix, histograms as `_sum` / `_count` / `_bucket`. Quantiles are the
 health package's (`ascend_operator.health.rates.quantile`, Prometheus' histogram_quantile), so the bench
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ascend_operator.contract import metrics as M
+from ascend_operator.contract import vllm_metrics as M
 from ascend_operator.health.rates import quantile
 
 

@@ -10,7 +10,7 @@ then waiting ones under the same cap (:827-829): without a threshold a long pref
 from math import ceil
 
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.validation.budget import BudgetPlan, Verdict
+from ascend_operator.validation.budget import BudgetFit, BudgetPlan
 
 #: The seed's mixed workload: one ~300K-token prompt, the rest short (docs/FACTS.md "Target workload"); 2K
 #: short prompts as docs/benchmarking.md sends them.
@@ -61,7 +61,7 @@ def format_plan(name: str, plan: BudgetPlan, spec: AscendInferenceServiceSpec) -
         f"gpuMemoryUtilization {eng.gpu_memory_utilization:.2f}",
         f"  model profile        {plan.profile or '-'}",
     ]
-    if plan.verdict is not Verdict.SKIPPED or plan.free_kv_gib is not None:
+    if plan.verdict is not BudgetFit.SKIPPED or plan.free_kv_gib is not None:
         lines += [
             f"  usable HBM per NPU   {_gib(plan.hbm_usable_gib)}",
             f"  weights+act+graphs   {_gib(plan.fixed_gib)}",

@@ -18,7 +18,7 @@ import yaml
 from ascend_operator.api.constants import API_VERSION, KIND
 from ascend_operator.api.parse import ParsedService, SpecError, name_problem, parse_spec, salvage_spec
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.validation import Finding, Severity, validate_spec
+from ascend_operator.validation import Severity, SpecFinding, validate_spec
 
 STDIN = "-"
 
@@ -58,7 +58,7 @@ def _documents(text: str, where: str, out: Loaded) -> Iterator[tuple[int, Any]]:
         out.errors.append(f"{where}: document {index + 1}: invalid YAML: {at}{problem}")
 
 
-def _finding_line(where: str, finding: Finding) -> str:
+def _finding_line(where: str, finding: SpecFinding) -> str:
     return f"{where}: {finding.field}: {finding.message} [{finding.rule}]"
 
 

@@ -9,9 +9,9 @@ token, as the router's prefill leg does. The router is the parent's; a role
 has none of its own, no InferencePool and no nested disaggregation.
 
 With spec.autoscaling, a role carries its pool's autoscaling (its own bounds and targets): the role decides
-on its own side's signals and the parent writes each role's engines (controller/pd.py, autoscale/pd.py), so
-the count is an argument here; the parent's spec.replicas x pool.replicas, within the pool's bounds, is only
-where a new role starts.
+on its own side's signals and the parent writes each role's engines (controller/disaggregation.py,
+autoscale/disaggregation.py), so the count is an argument here; the parent's spec.replicas x
+pool.replicas, within the pool's bounds, is only where a new role starts.
 
 The role's spec is written whole, every field present (null for an unset optional one), so a JSON merge
 patch of it removes what the parent no longer sets; the digest annotation tells a pass whether it changed,
