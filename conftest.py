@@ -30,7 +30,7 @@ import pytest
 
 from harness.cluster import ToolBuildError, build_tools
 
-pytest_plugins = ["tests.e2e.fixtures", "tests.e2e.operator_fixtures", "tests.real.engines"]
+pytest_plugins = ["tests.fixtures.examples", "tests.e2e.fixtures", "tests.e2e.operator_fixtures", "tests.real.engines"]
 
 #: Fixture -> (hack/build-k8s.sh stage it needs, environment variable that supplies it instead).
 STAGE_BY_FIXTURE = {

@@ -61,7 +61,9 @@ else
   # engine contract; a few minutes) run first and stop at the first failure, and then nothing else runs:
   # lane B is interrupted (SIGINT, so its fixtures tear down what they started) rather than left running
   # for twenty minutes on a change that is already red.
-  quick=(tests/unit tests/health tests/disruption tests/sim tests/contract)
+  quick=(tests/unit tests/api tests/render tests/validation tests/health tests/disruption tests/autoscale
+         tests/rollout_analysis tests/clients tests/controller tests/bench tests/cli tests/perf tests/playbooks
+         tests/sim tests/contract)
   .venv/bin/pytest -x --durations=10 "${quick[@]}"
   rc=$?
   if [[ $rc -ne 0 ]]; then

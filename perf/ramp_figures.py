@@ -1,5 +1,5 @@
 """The ramp benchmark's figures and plot (perf/ramp.py), from its rows alone: no cluster, no clock, so a
-saved ramp.json can be re-read and re-plotted, and the figures are unit-tested (tests/unit/test_ramp_figures.py).
+saved ramp.json can be re-read and re-plotted, and the figures are unit-tested (tests/perf/test_ramp_figures.py).
 
 Definitions (docs/autoscaling.md "Measured" quotes them):
 - scale-up: from the start of the first queue that lasted (engines' waiting > 0 at every sample for

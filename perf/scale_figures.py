@@ -2,7 +2,7 @@
 
 Why a module of its own: the figures docs/scale.md's table reports must be right whatever the run
 looked like, so everything between raw readings (the API server's /metrics text, /proc files, timestamps)
-and the printed table is a pure function here, tested on fixed inputs (tests/unit/test_scale_figures.py);
+and the printed table is a pure function here, tested on fixed inputs (tests/perf/test_scale_figures.py);
 perf/scale.py only takes the readings.
 
 Request rates come from the API server's own `apiserver_request_total` (kube-apiserver counts every

@@ -4,7 +4,7 @@ engines; and a timeline plot.
 
 Why pure functions over the records: the two figures that must be 0 are judgements (was this pod faulted
 when its request failed? was this deletion one the soak caused?), and a judgement is tested on records
-(tests/unit/test_soak_report.py), not by running the soak.
+(tests/perf/test_soak_report.py), not by running the soak.
 """
 
 from __future__ import annotations

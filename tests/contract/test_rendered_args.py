@@ -1,6 +1,6 @@
 """Rendered `vllm serve` args parsed by a parser declared from vLLM 0.25.1's own argparse definitions.
 
-Why: a rendered command is only right if vLLM accepts it. tests/unit/vllm_cli.py declares its parser from
+Why: a rendered command is only right if vLLM accepts it. tests/fixtures/vllm_cli.py declares its parser from
 what tests/contract/upstream.py reads out of the sdist (option strings, dest, argparse form, the field's
 type), so a rendered flag vLLM does not declare, or declares with another form or type, fails here even when
 the engine contract has it wrong too. Here: the examples' commands (every multi-node role) and any valid spec.
@@ -19,8 +19,8 @@ from ascend_operator.contract import flags as F
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.group import Role, with_role
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit.test_args_property import specs
-from tests.unit.vllm_cli import parse_serve, upstream_declarations, upstream_dest
+from tests.fixtures.vllm_cli import parse_serve, upstream_declarations, upstream_dest
+from tests.render.test_args_property import specs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -1,5 +1,5 @@
 # The production profile of the tuning write-up, verbatim from docs/FACTS.md
-# ("Production profile (final)"). tests/unit/test_seed_profile.py checks the renderer against it and
+# ("Production profile (final)"). tests/render/test_seed_profile.py checks the renderer against it and
 # that this copy still matches docs/FACTS.md.
 export OMP_NUM_THREADS=10
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True

@@ -2,7 +2,7 @@
 names the spec hash that was measured and whether every pod runs it.
 
 The Service's cluster IP has no proxy behind it on the local control plane, so the run uses --pods-only;
-the Service URL itself is covered by tests/unit/test_bench_targets.py.
+the Service URL itself is covered by tests/bench/test_bench_targets.py.
 """
 
 from __future__ import annotations

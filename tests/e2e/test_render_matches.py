@@ -1,6 +1,6 @@
 """What the operator creates on a real API server is what `aisctl render` printed, for every example.
 
-Why on a cluster too (tests/unit/test_render_is_reconcile.py runs the same comparison on the test double):
+Why on a cluster too (tests/controller/test_render_is_reconcile.py runs the same comparison on the test double):
 here the objects go through the real API server (its defaulting, the CRD's schema and CEL, owner references,
 garbage collection of a P/D split's role services' children by their own uid) and the operator runs as a
 user runs it, watching the cluster, so a piece built on another path than render's shows up as a difference.
@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from harness.cluster import ROOT, Cluster, wait_for
+from tests.controller.test_render_is_reconcile import container_args
 from tests.e2e.operator_fixtures import Proc
-from tests.unit.test_render_is_reconcile import container_args
 
 pytestmark = pytest.mark.usefixtures("delete_services_first")
 

@@ -1,6 +1,6 @@
 """`aisctl render` and the real API server on the same mutated specs: render never accepts what apply refuses.
 
-Why: tests/unit/test_strict_models.py holds the models to the CRD's structural schema offline, but the API
+Why: tests/api/test_strict_models.py holds the models to the CRD's structural schema offline, but the API
 server also runs the CEL rules and has its own decoder. Here a handful of mutations of the example (the ones
 that once rendered, plus a seeded sample of random ones) go through `aisctl render` and through a
 server-side dry-run `kubectl apply` (strict field validation, nothing stored). A refusal at apply must be a
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from harness.cluster import Cluster, KubectlError
-from tests.unit.conftest import EXAMPLE as EXAMPLE_FILE
-from tests.unit.test_cli import aisctl
-from tests.unit.test_strict_models import PATHS, _parent
+from tests.api.test_strict_models import PATHS, _parent
+from tests.cli.test_cli import aisctl
+from tests.fixtures.examples import EXAMPLE as EXAMPLE_FILE
 
 pytestmark = pytest.mark.usefixtures("crd")
 

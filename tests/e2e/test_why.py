@@ -78,7 +78,7 @@ def test_engine_pods_are_never_best_effort_and_a_drain_keeps_the_last_serving_re
     cluster.kubectl("wait", "--for=condition=Available", "ais/kept", "-n", namespace, "--timeout=150s", timeout=160)
     pod = pods(cluster, namespace, "kept")[0]
     # The example asks requests == limits (its comment says why), so the kubelet's QoS class is
-    # Guaranteed; the operator's defaults without `resources` are Burstable (tests/unit/test_render_cluster.py).
+    # Guaranteed; the operator's defaults without `resources` are Burstable (tests/render/test_render_cluster.py).
     assert pod["status"]["qosClass"] == "Guaranteed"
     pdb = cluster.get_json("pdb", "kept", "-n", namespace)
     assert pdb["metadata"]["ownerReferences"][0]["uid"] == ais(cluster, namespace, "kept")["metadata"]["uid"]

@@ -26,8 +26,8 @@ from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.disruption import RollReason
 from ascend_operator.health.judge import PodHealth, Verdict
 from ascend_operator.health.machine import Action, Observations, RequestRoll, step
+from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import FakeKube
-from tests.unit.conftest import EXAMPLE
 
 METRICS = """# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{{engine="0"}} 0.0

@@ -18,9 +18,9 @@ from ascend_operator.controller.engine_io import Monitor, MonitorState
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.health.node_loss import TAINT_UNREACHABLE, NodeState, Taint
+from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import FakeKube
 from tests.health.test_monitor import FakeEngines
-from tests.unit.conftest import EXAMPLE
 
 NOW = 1_800_000_000.0
 LIVE = NodeState(name="atlas-a2-0", ready="True", ready_since=NOW - 3600, lease_renewed=NOW - 3, lease_seconds=40)

@@ -1,6 +1,6 @@
 """What the chart ships besides the operator: its CRDs and the Grafana dashboard, checked against their sources.
 
-Why it exists: the chart's crds/ must be the generated CRD (tests/unit/test_crd.py compares the content)
+Why it exists: the chart's crds/ must be the generated CRD (tests/validation/test_crd.py compares the content)
 plus kopf's peering CRDs under the exact names kopf looks for, and nothing else; and a dashboard whose
 queries name series nobody exports shows empty panels, which is only discovered in production. The
 dashboard's series are checked against the vLLM metrics of the engine contract (contract/vllm_metrics.py,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_deploy_guide import GUIDE, PLACEHOLDERS, guide_blocks
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 CHART = ROOT / "charts" / "ascend-inference-operator"
 DOCS = [

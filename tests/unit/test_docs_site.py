@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 

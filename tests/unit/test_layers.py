@@ -57,9 +57,9 @@ OUTSIDE = {
 TESTS_OF_PERF = {
     "tests/e2e/test_scale.py",
     "tests/health/test_bench_detectors.py",
-    "tests/unit/test_scale_figures.py",
-    "tests/unit/test_ramp_figures.py",
-    "tests/unit/test_soak_report.py",
+    "tests/perf/test_scale_figures.py",
+    "tests/perf/test_ramp_figures.py",
+    "tests/perf/test_soak_report.py",
 }
 
 

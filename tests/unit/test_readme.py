@@ -3,7 +3,7 @@ runs and stays short enough to read in ten minutes (issue 28 item 11)."""
 
 from ascend_operator.api.docs import api_table, table_in
 from ascend_operator.reference import doc_notes
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 README = (ROOT / "README.md").read_text()
 API_PAGE = ROOT / "docs" / "api.md"

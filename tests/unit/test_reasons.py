@@ -36,7 +36,7 @@ from ascend_operator.controller.causes import CONTAINER_FAULTS
 from ascend_operator.health.judge import CHAIN
 from ascend_operator.reference import reason_notes
 from ascend_operator.rollout_analysis import CHECKS, Figures, Input
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 SOURCE = ROOT / "operator" / "src" / "ascend_operator"
 API_PAGE = ROOT / "docs" / "api.md"

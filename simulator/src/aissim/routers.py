@@ -45,7 +45,7 @@ from aissim.pods import API_UNREACHABLE, Target, list_router_targets, secret_rea
 
 log = logging.getLogger("aissim.routers")
 
-#: The version spec.router's arguments are checked against (hack/vllm-router.sh, tests/unit/test_render_router.py).
+#: The version spec.router's arguments are checked against (hack/vllm-router.sh, tests/render/test_render_router.py).
 ROUTER_VERSION = "0.1.17"
 #: The router's own variable for its binary, as AIS_VLLM_PYTHON is the real engine's.
 BINARY_ENV = "AIS_VLLM_ROUTER"

@@ -71,7 +71,7 @@ class EngineMetrics(ApiModel):
 class LiveStatus(ApiModel):
     """The status fields the health loop refreshes at scrape rate: the engine figures and the autoscaler's
     decision, written with the next status patch (at most every status interval when nothing else changed).
-    Each is the status's own field (same name and type: tests/unit/test_status_schema.py), so the reconcile
+    Each is the status's own field (same name and type: tests/controller/test_status_schema.py), so the reconcile
     loop lays it over the status it computes. A field left unset is not written; one set to None clears
     the stored one (the engines stopped answering)."""
 

@@ -12,7 +12,7 @@ the container in its Allocate response together with the NPUs. With the Ascend D
 these mounts would collide with its own, hence the switch `spec.runtime.mode`.
 
 The node side of this list is the playbook's `runtime_host_mounts` (playbooks/roles/runtime/defaults/
-main.yml), which the runtime role checks on every HostMounts node; tests/unit/test_node_contract.py keeps
+main.yml), which the runtime role checks on every HostMounts node; tests/api/test_node_contract.py keeps
 the two equal.
 """
 

@@ -19,8 +19,8 @@ import yaml
 from ascend_operator.api.constants import KIND
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
+from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import FakeKube
-from tests.unit.conftest import EXAMPLE
 
 EXAMPLES = sorted(p for p in EXAMPLE.parent.glob("*.yaml") if f"\nkind: {KIND}\n" in p.read_text())
 NAMESPACE = "llm"

@@ -18,7 +18,7 @@ import yaml
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.api.spec import RuntimeMode, RuntimeSpec
 from ascend_operator.render.pod import MODEL_VOLUME, Owner, build_pod
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 ROLES = ROOT / "playbooks" / "roles"
 SAMPLE_VARS = ROOT / "playbooks" / "inventory" / "sample" / "group_vars" / "ascend_nodes.yml"

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from ascend_operator.validation.rules import RULES
-from tests.unit.conftest import EXAMPLE
+from tests.fixtures.examples import EXAMPLE
 
 
 def aisctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,7 @@
 change with spec.rollout.analysis replaces one replica first, from the updated revision; the other waits
 on the previous one; a failed verdict puts the judged pod back on the previous revision (spec untouched)
 and holds; a passed one lets the rest follow and the updated revision becomes the current one. The
-verdict itself is the health loop's (tests/unit/test_rollout_analysis.py, controller/analysis.py)."""
+verdict itself is the health loop's (tests/rollout_analysis/test_rollout_analysis.py, controller/analysis.py)."""
 
 import copy
 from typing import Any

@@ -19,8 +19,8 @@ from ascend_operator.render.desired import Desired, rendered
 from ascend_operator.render.lws import group_spec_hash
 from ascend_operator.render.pod import Owner, spec_hash
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit.conftest import EXAMPLE
-from tests.unit.test_cli import aisctl
+from tests.cli.test_cli import aisctl
+from tests.fixtures.examples import EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNER = Owner(name="svc", namespace="llm", uid="3f1c7f9e-0000-4000-8000-000000000038")
@@ -141,7 +141,7 @@ def test_names_the_api_server_would_refuse_on_a_pod_are_refused_at_apply_naming_
 ) -> None:
     """schedulerName and priorityClassName are DNS-1123 subdomains on a pod (Kubernetes ValidatePodSpec), so a
     bad one would pass apply and fail only at the pod's creation. The models are the CRD's schema
-    (tests/unit/test_crd.py), so the parse names the field as the API server does."""
+    (tests/validation/test_crd.py), so the parse names the field as the API server does."""
     with pytest.raises(SpecError) as refused:
         parse_resource(_body(**change))
     assert [p.split(":")[0] for p in refused.value.problems] == [field]

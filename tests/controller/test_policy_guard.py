@@ -18,8 +18,8 @@ from ascend_operator.api.parse import ParsedService
 from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
+from tests.controller.test_routing import UID
 from tests.fixtures.kube import Call, FakeKube
-from tests.unit.test_routing import UID
 
 REFUSAL = '{"kind":"Status","message":"networkpolicies.networking.k8s.io is forbidden"}'
 

@@ -44,10 +44,10 @@ def test_tests_run_in_tiers_by_the_tool_they_wait_for() -> None:
         "tests/helm/test_prometheusrule.py",  # promtool
         "tests/e2e/test_why.py",  # the core set (a cluster)
         "tests/helm/test_values.py",  # helm only
-        "tests/unit/test_crd.py",  # nothing
+        "tests/validation/test_crd.py",  # nothing
     ]
     assert collected_files(*given) == [
-        "tests/unit/test_crd.py",
+        "tests/validation/test_crd.py",
         "tests/helm/test_values.py",
         "tests/e2e/test_why.py",
         "tests/score/test_kube_score.py",

@@ -16,9 +16,9 @@ from ascend_operator.crd import build_crd
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner, build_pod, build_service
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit.conftest import EXAMPLE
-from tests.unit.test_cli import aisctl
-from tests.unit.test_render import LABELS, OWNER, OWNER_REFS
+from tests.cli.test_cli import aisctl
+from tests.fixtures.examples import EXAMPLE
+from tests.render.test_render import LABELS, OWNER, OWNER_REFS
 
 PICKER = {"name": "dsv4-flash-epp", "port": {"number": 9002}}
 

@@ -24,9 +24,9 @@ from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
+from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import FakeKube
-from tests.unit.conftest import EXAMPLE
-from tests.unit.test_inferencepool import PICKER
+from tests.render.test_inferencepool import PICKER
 
 UID = "3f1c7f9e-0000-4000-8000-000000000001"
 OWNER = Owner(name="dsv4-flash", namespace="llm", uid=UID)

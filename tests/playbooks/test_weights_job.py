@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 JOB: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "weights-check-job.yaml").read_text())
 POD = JOB["spec"]["template"]["spec"]

@@ -1,5 +1,5 @@
 """The P/D rules vllm-ascend and vllm-router enforce at start or at run time, refused by the operator's
-validation naming the field (the TP and kvPort rules' CEL twins are in the CRD: tests/unit/test_crd.py, and
+validation naming the field (the TP and kvPort rules' CEL twins are in the CRD: tests/validation/test_crd.py, and
 kubectl apply refuses them on the local control plane: tests/e2e/test_disaggregation.py; the recompute rules
 read the free-form additionalConfig.extra map, which no CEL rule can), and the typed P/D fields rendered as
 the engine and the router read them.
@@ -27,7 +27,7 @@ from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.render.desired import router_target
 from ascend_operator.render.router import build_router_args
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit.test_pd import OWNER, PARSE, REPO, ROUTER, child, kv_config, parent
+from tests.render.test_pd import OWNER, PARSE, REPO, ROUTER, child, kv_config, parent
 
 RECOMPUTE = {"recompute_scheduler_enable": True}
 

@@ -9,8 +9,8 @@ import yaml
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit.conftest import EXAMPLE
-from tests.unit.test_cli import aisctl
+from tests.cli.test_cli import aisctl
+from tests.fixtures.examples import EXAMPLE
 
 
 def _example(**engine: Any) -> dict[str, Any]:

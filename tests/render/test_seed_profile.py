@@ -13,8 +13,8 @@ from ascend_operator.api.parse import ParsedService
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.env import build_env
 from ascend_operator.render.pod import Owner, build_pod
-from tests.unit.conftest import ROOT, SEED_PROFILE
-from tests.unit.vllm_cli import parse_serve, read_shell_profile
+from tests.fixtures.examples import ROOT, SEED_PROFILE
+from tests.fixtures.vllm_cli import parse_serve, read_shell_profile
 
 FACTS = ROOT / "docs" / "FACTS.md"
 WRITE_UP = ROOT / "docs" / "seed" / "000_4e6c58f8fd0f8ea3.txt"

@@ -1,11 +1,11 @@
 """Property: any valid spec renders args that vLLM's own parser reads back to the spec's settings.
 
-The expectation is not computed by the renderer: the parser is vLLM 0.25.1's (tests/unit/vllm_cli.py,
+The expectation is not computed by the renderer: the parser is vLLM 0.25.1's (tests/fixtures/vllm_cli.py,
 declared from the sdist), each setting is read under the dest vLLM gives the flag, and its value comes from
 the raw spec body with the CRD's defaults applied (what the API server stores), keys snake-cased for JSON
 flags. The contract entry says which field a flag carries and how a bool is spelled; adding a typed flag
 adds it to this expectation without editing this file. The seed's own command line is the hand-written
-oracle for the production profile (tests/unit/test_seed_profile.py).
+oracle for the production profile (tests/render/test_seed_profile.py).
 """
 
 import re
@@ -21,8 +21,8 @@ from ascend_operator.contract import flags as F
 from ascend_operator.contract.flags import Form
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.validation import Severity, validate_spec
-from tests.unit import openapi_check
-from tests.unit.vllm_cli import parse_serve, upstream_dest
+from tests.fixtures import openapi_check
+from tests.fixtures.vllm_cli import parse_serve, upstream_dest
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml"
 SCHEMA = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

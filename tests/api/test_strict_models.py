@@ -3,7 +3,7 @@
 Why: 300 mutations of the example once gave renders for `engine.port: "128"` and a nodeSelector value with
 a newline, both refused by the API server at apply. Here every mutation (a field set to a value of another
 type or an odd string, removed, or an unknown field added) goes to the models (`parse_spec`, what aisctl and
-the operator run first) and to the generated CRD's structural schema (tests/unit/openapi_check.py, the API
+the operator run first) and to the generated CRD's structural schema (tests/fixtures/openapi_check.py, the API
 server's own checks before CEL), and the two must agree on accept or refuse.
 """
 
@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ascend_operator.api.parse import SpecError, parse_spec
-from tests.unit import openapi_check
+from tests.fixtures import openapi_check
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = [yaml.safe_load((ROOT / "examples" / n).read_text())["spec"] for n in ("dsv4-flash.yaml", "dsr1-2node.yaml")]
-#: the checked-in CRD, what `kubectl apply` installs (tests/unit/test_crd.py holds it equal to the models')
+#: the checked-in CRD, what `kubectl apply` installs (tests/validation/test_crd.py holds it equal to the models')
 CRD = yaml.safe_load((ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml").read_text())
 SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
 

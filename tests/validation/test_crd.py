@@ -8,7 +8,7 @@ import yaml
 
 from ascend_operator.crd import NAME_VALIDATION, build_crd
 from ascend_operator.validation.rules import RULES
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 CRD_FILES = [
     ROOT / "crds" / "inference.ascend.dev_ascendinferenceservices.yaml",

@@ -1,6 +1,6 @@
 """spec.autoscaling on a P/D split (issue 40 item 2): the refusal is gone, and what replaces it refuses only
 pool settings the autoscaler could never keep, naming the field (the CEL twins are in the CRD:
-tests/unit/test_crd.py counts them; tests/e2e/test_autoscaling_pd.py has the API server refuse one)."""
+tests/validation/test_crd.py counts them; tests/e2e/test_autoscaling_pd.py has the API server refuse one)."""
 
 from typing import Any
 
@@ -9,7 +9,7 @@ import pytest
 from ascend_operator.api.parse import parse_spec
 from ascend_operator.validation.findings import Severity
 from ascend_operator.validation.validate import validate_spec
-from tests.unit.test_validation import _body
+from tests.validation.test_validation import _body
 
 SPLIT = {"router": {"image": "registry.example/vllm-router:0.1.17"}, "disaggregation": {}}
 

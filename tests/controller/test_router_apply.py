@@ -2,7 +2,7 @@
 (identity and rights before its pods), kept without writes while nothing changes, re-rendered when the
 engines' slots change, removed when spec.router goes (its budget last, so a pass cut off half-way finishes
 the removal), and a chart without the router's rights leaves the engines serving with an event saying so.
-The router's own arguments and objects are in tests/unit/test_render_router.py.
+The router's own arguments and objects are in tests/render/test_render_router.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from harness.cluster import pid_running
-from tests.unit.conftest import ROOT
+from tests.fixtures.examples import ROOT
 
 # A stand-in for `aissim attach`: it starts one "engine" in a session of its own (as attach does) and a
 # helper in its own group, prints their PIDs, and then waits; it ignores SIGTERM, as a wedged process would.
