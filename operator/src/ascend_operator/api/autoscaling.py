@@ -169,16 +169,32 @@ class ScaleReason(StrEnum):
 
     # past tense, and not the roll reason ScaleDown (api/reasons.py) that the pod's deletion then records
     SCALE_UP = "ScaledUp"
+    """The load asked for more replicas over the whole scale-up window: spec.replicas was raised."""
     PANIC_SCALE_UP = "PanicScaledUp"
+    """The load over the short panic window asked for at least twice the replicas: raised at once."""
     SCALE_DOWN = "ScaledDown"
+    """No scrape over the scale-down window wanted more than fewer replicas: spec.replicas was lowered (the
+    pods that go are drained and recorded as ScaleDown rolls)."""
     STEADY = "Steady"
+    """The windows are covered and the replicas there are what the load wants: nothing to do."""
     WINDOW_FILLING = "WindowFilling"
+    """Fewer scrapes than the scale-up window holds (just started or resumed): the autoscaler holds."""
     OUT_OF_BOUNDS = "OutOfBounds"
+    """spec.replicas was outside minReplicas..maxReplicas (edited by hand, or the bounds changed): set back
+    within them."""
     NO_SIGNAL = "NoSignal"
+    """No engine answered its /metrics: nothing to scale on, so the autoscaler holds. Check the engines."""
     NO_CAPACITY = "NoCapacity"
+    """More replicas are wanted but one is already Pending (no node has the NPUs for it): no more are asked
+    until it is placed. Free or add NPUs."""
     NOT_READY = "NotReady"
+    """A scale-down would do, but fewer replicas than it keeps are Ready: no replica goes until they serve."""
     OTHER_AUTOSCALER = "OtherAutoscaler"
+    """A HorizontalPodAutoscaler scales this service too: the operator leaves spec.replicas to it. Delete
+    the HPA or spec.autoscaling."""
     RATIO_BOUND = "RatioBound"
+    """P/D: a pool's own decision was changed to keep decode per prefill within
+    spec.autoscaling.pd.decodePerPrefill (the message says what the pool asked)."""
 
 
 class AutoscalingStatus(ApiModel):
