@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from ascend_operator.api.autoscaling import AutoscalingStatus, ScaleReason
 from ascend_operator.api.constants import LABEL_SERVICE
 from ascend_operator.api.disaggregation import PdRole
@@ -40,6 +38,7 @@ from ascend_operator.api.status import (
     PROGRESSING,
     READY,
     AscendInferenceServiceStatus,
+    Condition,
     ConditionReason,
     RoleStatus,
 )
@@ -49,6 +48,7 @@ from ascend_operator.controller.operator_metrics import record_scale
 from ascend_operator.controller.owned import ensure, hashed_drift
 from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.status import ConditionRecord, Observed, overlay, whole
+from ascend_operator.controller.views import stored_status
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.disaggregation import ROLES, build_role_service, pool_replicas, role_name
 from ascend_operator.render.pod import Owner
@@ -75,11 +75,7 @@ def had_roles(previous: Mapping[str, Any] | None) -> bool:
 
 def _autoscaling(body: Mapping[str, Any] | None) -> AutoscalingStatus | None:
     """A role's own decision (its status.autoscaling), None before it made one."""
-    found = ((body or {}).get("status") or {}).get("autoscaling")
-    try:
-        return None if not found else AutoscalingStatus.model_validate(found)
-    except ValidationError:  # written by an operator of another version: no decision to act on
-        return None
+    return stored_status(body).autoscaling
 
 
 def pool_counts(spec: AscendInferenceServiceSpec, bodies: Bodies) -> dict[PdRole, PoolCount] | None:
@@ -153,11 +149,8 @@ def role_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mappin
     return {"spec": desired["spec"]} if edited else None
 
 
-def _condition(body: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any]:
-    for cond in ((body or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
+def _condition(body: Mapping[str, Any] | None, kind: str) -> Condition | None:
+    return next((c for c in stored_status(body).conditions if c.type == kind), None)
 
 
 def _pool_decision(body: Mapping[str, Any] | None, count: PoolCount | None) -> AutoscalingStatus | None:
@@ -180,16 +173,15 @@ def role_status(
     role: PdRole, body: Mapping[str, Any] | None, *, desired: int, group: str, count: PoolCount | None = None
 ) -> RoleStatus:
     """One role as its own service's status shows it (`count`: the autoscaler's, for its decision)."""
-    status = (body or {}).get("status") or {}
     ready = _condition(body, READY)
     return RoleStatus(
         role=role.value,
         service=role_name(group, role),
         desired_replicas=desired,
-        ready_replicas=int(status.get("readyReplicas") or 0),
-        ready=ready.get("status") == "True",
-        reason=str(ready.get("reason") or ("NotCreated" if body is None else "Pending")),
-        message=str(ready.get("message") or ""),
+        ready_replicas=stored_status(body).ready_replicas,
+        ready=ready is not None and ready.status == "True",
+        reason=ready.reason if ready is not None else ("NotCreated" if body is None else "Pending"),
+        message=ready.message if ready is not None else "",
         autoscaling=_pool_decision(body, count),
     )
 
@@ -206,8 +198,8 @@ def _summary(roles: Sequence[RoleStatus]) -> str:
     return ", ".join(f"{r.role} {r.ready_replicas}/{r.desired_replicas}" for r in roles)
 
 
-def _states(bodies: Bodies, kind: str) -> dict[PdRole, Mapping[str, Any]]:
-    """Each role's condition of `kind` ({} while the role has none)."""
+def _states(bodies: Bodies, kind: str) -> dict[PdRole, Condition | None]:
+    """Each role's condition of `kind` (None while the role has none)."""
     return {role: _condition(bodies.get(role), kind) for role in ROLES}
 
 
@@ -220,7 +212,7 @@ def _pair_ready(roles: Sequence[RoleStatus]) -> ConditionRecord:
 
 
 def _pair_available(roles: Sequence[RoleStatus], bodies: Bodies) -> ConditionRecord:
-    idle = [role for role, cond in _states(bodies, AVAILABLE).items() if cond.get("status") != "True"]
+    idle = [role for role, cond in _states(bodies, AVAILABLE).items() if cond is None or cond.status != "True"]
     if not idle:
         return _true(AVAILABLE, AvailableReason.ROLES_SERVING, _summary(roles))
     return _false(AVAILABLE, AvailableReason.ROLE_UNAVAILABLE, f"no {idle[0].value} engine serves ({_summary(roles)})")
@@ -228,20 +220,21 @@ def _pair_available(roles: Sequence[RoleStatus], bodies: Bodies) -> ConditionRec
 
 def _pair_progressing(bodies: Bodies) -> ConditionRecord:
     states = _states(bodies, PROGRESSING)
-    moving = [r for r in ROLES if states[r].get("status") != "False"]  # True, or no status yet
+    moving = [r for r in ROLES if (c := states[r]) is None or c.status != "False"]  # True, or no status yet
     if not moving:
         return _false(PROGRESSING, ProgressingReason.ROLES_UP_TO_DATE, "both roles run the current spec and are ready")
-    said = (f"{r.value}: {states[r].get('message') or 'starting'}" for r in moving)
+    said = (f"{r.value}: {(c.message if (c := states[r]) else '') or 'starting'}" for r in moving)
     return _true(PROGRESSING, ProgressingReason.ROLES_PROGRESSING, "; ".join(said))
 
 
 def _pair_degraded(bodies: Bodies) -> ConditionRecord:
     states = _states(bodies, DEGRADED)
-    hurt = [r for r in ROLES if states[r].get("status") == "True"]
+    hurt = [r for r in ROLES if (c := states[r]) is not None and c.status == "True"]
     if not hurt:
         return _false(DEGRADED, DegradedReason.AS_EXPECTED, "")
-    reason = Relayed(str(states[hurt[0]].get("reason") or DegradedReason.ROLE_DEGRADED))
-    return _true(DEGRADED, reason, "; ".join(f"{r.value}: {states[r].get('message', '')}" for r in hurt))
+    said = {r: c for r in hurt if (c := states[r]) is not None}
+    reason = Relayed(said[hurt[0]].reason or DegradedReason.ROLE_DEGRADED)
+    return _true(DEGRADED, reason, "; ".join(f"{r.value}: {c.message}" for r, c in said.items()))
 
 
 def pair_conditions(roles: Sequence[RoleStatus], bodies: Bodies) -> list[ConditionRecord]:
@@ -269,7 +262,7 @@ def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesS
     pools = spec.disaggregation
     per_unit = {PdRole.PREFILL: pools.prefill.replicas, PdRole.DECODE: pools.decode.replicas}
     units = min(r.ready_replicas // per_unit[PdRole(r.role)] for r in roles)
-    pods = sum(int(((bodies.get(role) or {}).get("status") or {}).get("replicas") or 0) for role in ROLES)
+    pods = sum(stored_status(bodies.get(role)).replicas for role in ROLES)
     return RolesSeen(roles=roles, overrides=pair_conditions(roles, bodies), ready_units=units, pods=pods)
 
 

@@ -2,13 +2,16 @@
 
 The planner and the status function work on these views, never on raw dicts, so the rules about what a
 pod "is" (ready, terminating, unschedulable for lack of NPUs, waiting on the kubelet and why) live in one
-place.
+place; a service's stored status is read back through its model (`stored_status`).
 """
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ValidationError
 
 from ascend_operator.api.constants import (
     ANNOTATION_DRAIN,
@@ -21,7 +24,10 @@ from ascend_operator.api.constants import (
     LWS_WORKER_INDEX_LABEL,
     READINESS_GATE,
 )
+from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.contract.mindcluster import pod_chips
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,3 +158,22 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         chips=pod_chips(meta.get("annotations")),
         revision=(meta.get("labels") or {}).get(LABEL_REVISION),
     )
+
+
+def stored_status(body: Mapping[str, Any] | None) -> AscendInferenceServiceStatus:
+    """A service's stored status read through the model, as the operator wrote it (the API server stored it
+    under the schema the model generates). A field that does not validate (hand-edited, or written by an
+    operator of another version) is left out with a warning, not the whole status: the rest still counts."""
+    raw = (body or {}).get("status") or {}
+    try:
+        return AscendInferenceServiceStatus.model_validate(raw)
+    except ValidationError:
+        kept = {}
+        for key, value in raw.items():
+            try:
+                AscendInferenceServiceStatus.model_validate({key: value})
+            except ValidationError as exc:
+                log.warning("status.%s of %s left out: %s", key, (body or {}).get("metadata", {}).get("name"), exc)
+            else:
+                kept[key] = value
+        return AscendInferenceServiceStatus.model_validate(kept)
