@@ -40,7 +40,7 @@ PACKAGE = Path(disruption_model.__file__).resolve().parents[1]
 ENTRY = "api/reasons.py"
 #: Where a roll reason may be spelt besides its entry: a health detector's own finding, which the judge's
 #: chain (health/judge.py, from `RollReason`) turns into the verdict that asks for the roll.
-DETECTOR_FINDINGS = {"health/stall.py": {"Stalled"}, "health/drift.py": {"ThroughputDrift"}}
+DETECTOR_FINDINGS = {"health/drift.py": {"ThroughputDrift"}}
 #: Spellings that should read the entry and do not yet, in files another change owns. Each must still be
 #: there (a test below fails once it is gone, so the allowance goes with it).
 KNOWN: dict[str, set[str]] = {}

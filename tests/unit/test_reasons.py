@@ -19,6 +19,7 @@ from ascend_operator.api.reasons import (
     AutoscalingReason,
     AvailableReason,
     DegradedReason,
+    DetectorFinding,
     DrainResult,
     EventReason,
     KubeletReason,
@@ -42,7 +43,7 @@ SOURCE = ROOT / "operator" / "src" / "ascend_operator"
 API_PAGE = ROOT / "docs" / "api.md"
 #: Finding reasons of detectors another change converts (issue 37 item 3 follow-up): internal to the
 #: detector (the judge turns a finding into a VerdictReason), never written as they are.
-NOT_YET = {"health/drift.py", "health/stall.py"}
+NOT_YET = {"health/drift.py"}
 #: Files whose reasons are another API's words: the CRD's CEL rules name the API server's own field error
 #: reasons (x-kubernetes-validations `reason: FieldValueInvalid`).
 FOREIGN = {"crd.py"}
@@ -139,7 +140,7 @@ def test_every_reason_says_when_it_is_set_and_what_to_do(enum: type[Enum]) -> No
 
 def test_every_condition_reason_enum_is_listed_under_a_condition() -> None:
     under = {e for _, _, enums in CONDITIONS for e in enums}
-    assert set(REASON_ENUMS) == under | {RolloutSignal, EventReason, RollReason, DrainResult}
+    assert set(REASON_ENUMS) == under | {RolloutSignal, EventReason, RollReason, DrainResult, DetectorFinding}
 
 
 def test_the_verdicts_are_the_judge_chain_and_the_drain() -> None:

@@ -22,6 +22,7 @@ from ascend_operator.api.reasons import (
     AutoscalingReason,
     AvailableReason,
     DegradedReason,
+    DetectorFinding,
     DrainResult,
     EventReason,
     KubeletReason,
@@ -160,6 +161,7 @@ REASON_ENUMS: tuple[type[Enum], ...] = (
     EventReason,
     RollReason,
     DrainResult,
+    DetectorFinding,
 )
 
 
@@ -205,4 +207,5 @@ def reasons_table(*, notes: Mapping[str, str] = {}) -> str:
     parts += ["### Rollouts", "", enum_table(RolloutSignal, notes)]
     parts += ["### Events", "", enum_table(EventReason, notes), "### Deletions", "", enum_table(RollReason, notes)]
     parts.append(enum_table(DrainResult, notes))
+    parts += ["### Detector findings", "", enum_table(DetectorFinding, notes)]
     return "\n".join(parts)

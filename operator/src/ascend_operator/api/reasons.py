@@ -141,6 +141,28 @@ class VerdictReason(StrEnum):
     """The pod is out of the Service before a planned deletion, waiting for its requests to end."""
 
 
+class DetectorFinding(StrEnum):
+    """What one detector found on one pod (health/stall.py, health/drift.py), before the judge's chain turns
+    the findings into the pod's verdict (VerdictReason, which is what the gate and the status show). Listed
+    so that every reason the operator spells is in one catalogue; they reach the operator's log."""
+
+    INSUFFICIENT_DATA = "InsufficientData"
+    """Too few scrapes (stall) or comparable windows (drift) to judge yet: nothing is concluded."""
+    IDLE = "Idle"
+    """Stall: nothing runs and nothing waits, so nothing has to move."""
+    PROGRESSING = "Progressing"
+    """Stall: a counter of forward progress moved within the stall window (or a policy explains the wait)."""
+    STALLED = RollReason.STALLED.value
+    """Stall: requests run or wait and no progress counter moved for the stall window (the verdict Stalled)."""
+    DISABLED = "Disabled"
+    """Drift: spec.health.drift.enabled is false."""
+    WITHIN_BASELINE = "WithinBaseline"
+    """Drift: the engine's step times at each batch size are within the threshold of its own baseline."""
+    THROUGHPUT_DRIFT = RollReason.DRIFT.value
+    """Drift: steps take longer than the pod's baseline by more than the threshold, sustained (the verdict
+    ThroughputDrift)."""
+
+
 class ReadyReason(StrEnum):
     """The Ready condition's own reasons (every desired replica serves). While not Ready for a cause a
     replica shows, the reason is that cause (a `ReplicaReason`, `VerdictReason` or kubelet reason)."""

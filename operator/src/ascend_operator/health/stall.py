@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.health import StallSpec
+from ascend_operator.api.reasons import DetectorFinding
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 from ascend_operator.health.progress import restarted
 from ascend_operator.health.samples import EngineSample, advanced, rank_view
@@ -43,7 +44,7 @@ class StallFinding:
     """The verdict with the policy that gave it and its evidence."""
 
     stalled: bool
-    reason: str
+    reason: DetectorFinding
     message: str
     evidence: dict[str, float] = field(default_factory=dict)
     ranks: tuple[str, ...] = ()
@@ -59,7 +60,7 @@ def _no_data(
     samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     if len(samples) < 2:
-        return StallFinding(stalled=False, reason="InsufficientData", message="fewer than two scrapes")
+        return StallFinding(stalled=False, reason=DetectorFinding.INSUFFICIENT_DATA, message="fewer than two scrapes")
     return None
 
 
@@ -89,7 +90,7 @@ def _idle(
     if last.running <= 0 and last.waiting <= 0 and canary_failures <= 0:
         return StallFinding(
             stalled=False,
-            reason="Idle",
+            reason=DetectorFinding.IDLE,
             message="nothing asked of the engine" + (f" (KV gauge reads {last.kv_usage:.1%})" if last.kv_usage else ""),
         )
     return None
@@ -102,7 +103,7 @@ def _progressing(
     if frozen_for < cfg.window_seconds:
         return StallFinding(
             stalled=False,
-            reason="Progressing",
+            reason=DetectorFinding.PROGRESSING,
             message=f"progress within the last {cfg.window_seconds:.0f}s",
             evidence={"frozenSeconds": round(frozen_for, 1)},
         )
@@ -123,7 +124,7 @@ def _stalled(
         asked = f"{canary_failures} canary request(s) got no tokens"
     return StallFinding(
         stalled=True,
-        reason="Stalled",
+        reason=DetectorFinding.STALLED,
         message=f"{asked} and no forward progress for {frozen_for:.0f}s{detail}",
         evidence={
             "frozenSeconds": round(frozen_for, 1),
@@ -179,7 +180,7 @@ def _transfer_stuck(
     waited = now - span[0].t
     return StallFinding(
         stalled=True,
-        reason="Stalled",
+        reason=DetectorFinding.STALLED,
         message=f"{last.deferred:.0f} request(s) waiting for their KV from a prefill engine and no transfer "
         f"completed for {waited:.0f}s with a running slot free ({last.running:.0f} of {slots} running; requests "
         "that need no transfer still run)",
@@ -232,7 +233,7 @@ def _ranks_finding(stalled: dict[str, StallFinding], total: int, cfg: StallSpec)
     detail = f"; KV at {kv:.1%} (>= {cfg.kv_evidence_threshold:.1%}, the seed's 512K stall)"
     return StallFinding(
         stalled=True,
-        reason="Stalled",
+        reason=DetectorFinding.STALLED,
         message=f"DP rank{'s' if len(stalled) > 1 else ''} {names} of {total}: {running:.0f} request(s) running, "
         f"{waiting:.0f} waiting and no forward progress for {frozen:.0f}s ({others})"
         + (detail if kv >= cfg.kv_evidence_threshold else ""),
@@ -260,7 +261,7 @@ def detect_stall(
     this `--max-num-seqs` (its KV transfers are judged too); None: any other engine."""
     ordered = sorted(samples, key=lambda s: s.t)
     whole = _chain(ordered, now, cfg, canary_failures, decode_slots)
-    if whole.reason == "InsufficientData":
+    if whole.reason is DetectorFinding.INSUFFICIENT_DATA:
         return whole
     ranks = stalled_ranks(ordered, now=now, cfg=cfg)
     if not ranks:
@@ -269,7 +270,7 @@ def detect_stall(
     if whole.stalled:  # the engine's own evidence (canary failures) stays
         finding = StallFinding(
             stalled=True,
-            reason="Stalled",
+            reason=DetectorFinding.STALLED,
             message=finding.message,
             evidence={**whole.evidence, **finding.evidence},
             ranks=finding.ranks,
