@@ -39,6 +39,12 @@ def test_a_malformed_field_is_left_out_with_a_warning_and_the_rest_counts(caplog
     assert left_out == ["status.autoscaling", "status.fromTheFuture"]
 
 
+def test_of_a_list_only_the_malformed_item_is_left_out() -> None:
+    bad = {"type": "Available", "status": "Maybe", "reason": "x"}
+    body = {**ROLE, "status": {**ROLE["status"], "conditions": [*ROLE["status"]["conditions"], bad]}}
+    assert [c.type for c in stored_status(body).conditions] == ["Ready"]
+
+
 def test_no_object_or_no_status_reads_as_the_empty_status() -> None:
     assert stored_status(None).replicas == 0
     assert stored_status({"metadata": {"name": "new"}}).conditions == []

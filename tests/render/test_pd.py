@@ -171,9 +171,14 @@ def role_body(ready: bool, *, ready_replicas: int, available: bool = True, reaso
             "replicas": ready_replicas,
             "conditions": [
                 {"type": "Ready", "status": status, "reason": reason or "AllReplicasReady", "message": "m"},
-                {"type": "Available", "status": "True" if available else "False", "reason": "x"},
-                {"type": "Progressing", "status": "False" if ready else "True", "message": "rolling"},
-                {"type": "Degraded", "status": "False"},
+                {"type": "Available", "status": "True" if available else "False", "reason": "ReplicasServing"},
+                {
+                    "type": "Progressing",
+                    "status": "False" if ready else "True",
+                    "reason": "Rolling",
+                    "message": "rolling",
+                },
+                {"type": "Degraded", "status": "False", "reason": "AsExpected"},
             ],
         }
     }

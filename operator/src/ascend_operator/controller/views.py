@@ -163,17 +163,27 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
 def stored_status(body: Mapping[str, Any] | None) -> AscendInferenceServiceStatus:
     """A service's stored status read through the model, as the operator wrote it (the API server stored it
     under the schema the model generates). A field that does not validate (hand-edited, or written by an
-    operator of another version) is left out with a warning, not the whole status: the rest still counts."""
+    operator of another version) is left out with a warning, not the whole status, and of a list only the
+    items that do not: the rest still counts."""
     raw = (body or {}).get("status") or {}
     try:
         return AscendInferenceServiceStatus.model_validate(raw)
     except ValidationError:
+        name = (body or {}).get("metadata", {}).get("name")
         kept = {}
         for key, value in raw.items():
-            try:
-                AscendInferenceServiceStatus.model_validate({key: value})
-            except ValidationError as exc:
-                log.warning("status.%s of %s left out: %s", key, (body or {}).get("metadata", {}).get("name"), exc)
-            else:
-                kept[key] = value
+            items = value if isinstance(value, list) else [value]
+            valid = [item for item in items if _valid(key, [item] if isinstance(value, list) else item, name)]
+            if valid:
+                kept[key] = valid if isinstance(value, list) else valid[0]
         return AscendInferenceServiceStatus.model_validate(kept)
+
+
+def _valid(key: str, value: Any, service: str | None) -> bool:
+    """Whether status.<key> (a list field: one item of it, as a list) validates; a warning names what not."""
+    try:
+        AscendInferenceServiceStatus.model_validate({key: value})
+    except ValidationError as exc:
+        log.warning("status.%s of %s left out: %s", key, service, exc)
+        return False
+    return True
