@@ -16,11 +16,17 @@ the prefilling request is running but returns nothing. Every decoding request re
 plus its accepted drafts (vllm/v1/core/sched/scheduler.py:1593-1595), so generated minus accepted tokens are
 the request-steps that decoded, and the running requests beyond them per step are requests in prefill (or
 otherwise returning nothing). Both tests are kept: prompt tokens catch prefills that complete in the window.
+
+Peers: a pod's own baseline cannot tell its engine getting slower from everything getting slower (the workload
+mix changed, the platform or the host is slow). Rolling a pod then does not help, and rolling every pod of the
+service is a storm made by us. So a pod drifts only if its ratio also exceeds its service peers' current ratio
+(each peer against its own baseline, over the same span) by the threshold: a service-wide slowdown rolls
+nobody; a pod with no peer that has a ratio now (one replica, peers still learning) is judged on its own.
 """
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ascend_operator.api.health import DriftSpec
@@ -133,30 +139,64 @@ def learn(baseline: Baseline, windows: Sequence[StepWindow], *, after: float, ne
     return Baseline(points=points, learned_until=newest)
 
 
-def detect_drift(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> DriftFinding:
-    """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold."""
-    if not cfg.enabled:
-        return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
+def _ratios(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> list[float]:
+    """Step time over baseline of each window of the sustain span ending at `now` with a learned reference."""
     ratios = []
     for w in windows:
         ref = baseline.reference(w.batch, needed=cfg.baseline_windows)
         if w.t_end >= now - cfg.sustain_seconds and ref:
             ratios.append(w.step_seconds / ref)
-    needed = max(2, int(cfg.sustain_seconds / cfg.sample_window_seconds) // 2)
+    return ratios
+
+
+def _needed(cfg: DriftSpec) -> int:
+    return max(2, int(cfg.sustain_seconds / cfg.sample_window_seconds) // 2)
+
+
+def current_ratio(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> float | None:
+    """The pod's median step-time ratio over the sustain span, or None without enough comparable windows."""
+    ratios = _ratios(baseline, windows, now=now, cfg=cfg)
+    return statistics.median(ratios) if len(ratios) >= _needed(cfg) else None
+
+
+def detect_drift(
+    baseline: Baseline,
+    windows: Sequence[StepWindow],
+    *,
+    now: float,
+    cfg: DriftSpec,
+    peers: Sequence[float] = (),
+) -> DriftFinding:
+    """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold, and exceeds the
+    median of `peers` (the service's other pods' current ratios, `peer_ratios`) by the threshold too."""
+    if not cfg.enabled:
+        return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
+    ratios = _ratios(baseline, windows, now=now, cfg=cfg)
+    needed = _needed(cfg)
     if len(ratios) < needed:
         return DriftFinding(
             drifted=False, reason="InsufficientData", message=f"{len(ratios)} comparable windows, {needed} needed"
         )
     ratio = statistics.median(ratios)
-    if ratio >= 1.0 + cfg.threshold:
+    if ratio < 1.0 + cfg.threshold:
+        return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+    if peers and ratio < statistics.median(peers) * (1.0 + cfg.threshold):
         return DriftFinding(
-            drifted=True,
-            reason="ThroughputDrift",
-            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline at the same batch sizes "
-            f"(median of {len(ratios)} windows over {cfg.sustain_seconds:.0f}s; threshold {cfg.threshold:.0%})",
+            drifted=False,
+            reason="ServiceWide",
+            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline, and its {len(peers)} "
+            f"peer(s)' {statistics.median(peers) - 1:.0%} longer than theirs: the whole service is slower, "
+            "not this engine",
             ratio=ratio,
         )
-    return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+    return DriftFinding(
+        drifted=True,
+        reason="ThroughputDrift",
+        message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline at the same batch sizes "
+        f"(median of {len(ratios)} windows over {cfg.sustain_seconds:.0f}s; threshold {cfg.threshold:.0%}"
+        + (f"; its {len(peers)} peer(s) {statistics.median(peers) - 1:+.0%})" if peers else "; no peer to compare)"),
+        ratio=ratio,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +218,15 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
     horizon = sample.t - cfg.sustain_seconds - cfg.sample_window_seconds
     baseline = learn(state.baseline, windows, after=ready_at + cfg.warmup_seconds, needed=cfg.baseline_windows)
     return DriftTracker(baseline=baseline, windows=tuple(w for w in windows if w.t_end >= horizon), pending=(sample,))
+
+
+def peer_ratios(trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec) -> tuple[float, ...]:
+    """The current ratios (`current_ratio`) of every tracked pod of the service but `pod` that has one."""
+    return tuple(
+        r
+        for uid, t in trackers.items()
+        if uid != pod and (r := current_ratio(t.baseline, t.windows, now=now, cfg=cfg)) is not None
+    )
 
 
 def dump_baseline(baseline: Baseline) -> str:
