@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -120,6 +122,8 @@ class Soak:
         self.skipped.update({k: why for k in sf.ALL_KINDS if (why := sf.available(k, pd=args.pd)) is not None})
         self.kinds = [k for k in sf.ALL_KINDS if k not in self.skipped]
         self.faults: list[sf.Fault] = []
+        self.loads: list[float] = []
+        """The host's 1-minute load average, sampled every 10 s (the machine is shared: say how busy)."""
         self.procs: list[Proc] = []
         self.plant: sf.Plant | None = None
         self.supervisor: sf.Supervisor
@@ -216,6 +220,10 @@ class Soak:
                 except Exception as exc:  # retried on the next pass
                     print(f"[soak]   repair of {f.node} failed, retrying: {exc}", flush=True)
 
+    def sample_load(self, watcher: Watcher) -> None:
+        if len(self.loads) * 10 <= watcher.picture.now():
+            self.loads.append(os.getloadavg()[0])
+
     def supervise(self, watcher: Watcher) -> None:
         for name in self.supervisor.check():
             print(f"[soak] +{watcher.picture.now():.0f}s {name} had exited: restarted", flush=True)
@@ -241,6 +249,7 @@ class Soak:
                 next_at = watcher.picture.now() + self.rng.expovariate(1 / a.mean_interval)
             self.advance(watcher)
             self.supervise(watcher)
+            self.sample_load(watcher)
             time.sleep(1.0)
         settle_end = watcher.picture.now() + a.settle
         while any(f.open for f in self.faults) and watcher.picture.now() < settle_end:
@@ -266,7 +275,8 @@ class Soak:
             f"requests, {failed_inside} failed on faulted engines, **{len(lost)} lost outside them**; "
             f"**{len(false)} rolls of pods with no fault**, {len(vanished)} pods gone without a roll record "
             f"or fault; {pic.polls_failed} watcher polls failed (API server down); control-plane components "
-            f"restarted after exiting: {self.supervisor.restarts or 'none'}."
+            f"restarted after exiting: {self.supervisor.restarts or 'none'}. Host load average (1 min, every 10 s, "
+            f"2 cores): median {statistics.median(self.loads or [0.0]):.1f}, max {max(self.loads or [0.0]):.1f}."
         )
         reasons = sorted({r.reason for r in false})
         if false:
@@ -289,6 +299,7 @@ class Soak:
             "requests": len(load.requests),
             "failed_inside": failed_inside,
             "rolls": [asdict(r) for r in pic.rolls.values()],
+            "load_average": self.loads,
             "operator_alive": plant.operator is not None and plant.operator.popen.poll() is None,
         }, indent=2))  # fmt: skip
         return 0 if not false and not lost and not vanished else 1

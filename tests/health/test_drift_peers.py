@@ -20,13 +20,14 @@ NOW = 1000.0
 STEP = 0.040  # seconds per engine step at batch 4 when healthy
 
 
-def tracker(slowdown: float | None) -> DriftTracker:
+def tracker(slowdown: float | None, *, windows_in_span: int = 6) -> DriftTracker:
     """A pod with a learned baseline at batch 4 whose last 90 s of windows ran `slowdown` times its baseline;
     None: a pod that has no comparable window yet (a successor still learning)."""
     baseline = Baseline(points={4: (STEP, STEP * 1.01, STEP * 0.99)}, learned_until=NOW - 200)
     if slowdown is None:
         return DriftTracker(baseline=Baseline())
-    windows = tuple(StepWindow(t_end=NOW - 15 * i, batch=4, step_seconds=STEP * slowdown) for i in range(6))
+    step = STEP * slowdown
+    windows = tuple(StepWindow(t_end=NOW - 15 * i, batch=4, step_seconds=step) for i in range(windows_in_span))
     return DriftTracker(baseline=baseline, windows=windows)
 
 
@@ -53,6 +54,20 @@ def test_drift_against_own_baseline_and_peers(case: str, mine: float, peers: lis
     finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
     assert finding.reason == reason, (case, finding.message)
     assert finding.drifted is (reason == "ThroughputDrift")
+
+
+def test_a_peer_with_one_busy_window_in_the_span_still_counts() -> None:
+    """A P/D decode engine's busy windows are rarer: one is enough to say the service is slower (the soak
+    rolled both decode engines of a pair, each 25% slower, for want of a peer with three)."""
+    trackers = {"me": tracker(1.25), "peer": tracker(1.25, windows_in_span=1)}
+    finding = detect_drift(
+        trackers["me"].baseline,
+        trackers["me"].windows,
+        now=NOW,
+        cfg=CFG,
+        peers=peer_ratios(trackers, "me", now=NOW, cfg=CFG),
+    )
+    assert finding.reason == "ServiceWide"
 
 
 @pytest.mark.parametrize(("peers", "rolls"), [((1.0,), True), ((1.5,), False)])

@@ -153,10 +153,13 @@ def _needed(cfg: DriftSpec) -> int:
     return max(2, int(cfg.sustain_seconds / cfg.sample_window_seconds) // 2)
 
 
-def current_ratio(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> float | None:
-    """The pod's median step-time ratio over the sustain span, or None without enough comparable windows."""
+def current_ratio(
+    baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec, needed: int | None = None
+) -> float | None:
+    """The pod's median step-time ratio over the sustain span, or None with fewer than `needed` comparable
+    windows (default: as many as a verdict needs)."""
     ratios = _ratios(baseline, windows, now=now, cfg=cfg)
-    return statistics.median(ratios) if len(ratios) >= _needed(cfg) else None
+    return statistics.median(ratios) if ratios and len(ratios) >= (needed or _needed(cfg)) else None
 
 
 def detect_drift(
@@ -221,11 +224,14 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
 
 
 def peer_ratios(trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec) -> tuple[float, ...]:
-    """The current ratios (`current_ratio`) of every tracked pod of the service but `pod` that has one."""
+    """The current ratios (`current_ratio`) of every tracked pod of the service but `pod` with at least one
+    comparable window in the sustain span. One is enough for a peer: it only holds a roll back, and a peer
+    whose busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the whole
+    service is slower (the soak saw both decode engines of a pair 25% slower, each rolled with "no peer")."""
     return tuple(
         r
         for uid, t in trackers.items()
-        if uid != pod and (r := current_ratio(t.baseline, t.windows, now=now, cfg=cfg)) is not None
+        if uid != pod and (r := current_ratio(t.baseline, t.windows, now=now, cfg=cfg, needed=1)) is not None
     )
 
 
