@@ -177,8 +177,11 @@ class Soak:
             busy |= set(PD_ROLES)
         where = [PD_ROLES[1]] if kind in sf.DECODE_FAULTS else self.services
         candidates = [p for s in where if s not in busy for p in pic.serving(s)]
-        if kind == "drift":  # only a pod whose baseline the operator has learned can be seen drifting
-            candidates = [p for p in candidates if pic.now() - p.first_seen >= DRIFT_LEARNED_SECONDS]
+        if kind == "drift":  # seen only on a pod whose baseline, and a peer's, the operator has learned
+            learned = {
+                s for s in where if all(pic.now() - p.first_seen >= DRIFT_LEARNED_SECONDS for p in pic.serving(s))
+            }
+            candidates = [p for p in candidates if p.service in learned]
         return self.rng.choice(candidates) if candidates else None
 
     def step(self, plant: sf.Plant, watcher: Watcher) -> None:

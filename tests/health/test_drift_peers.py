@@ -40,7 +40,9 @@ TABLE = [
     ("this +15%, peers +10%: within the threshold of them", 1.15, [1.10], "ServiceWide"),
     ("one slow peer does not shield the others: median", 1.5, [1.5, 1.0, 1.0], "ThroughputDrift"),
     ("one replica: no peer, its own baseline decides", 1.5, [], "ThroughputDrift"),
-    ("the peer is still learning: judged alone", 1.5, [None], "ThroughputDrift"),
+    ("the one peer is still learning: no verdict until it can say", 1.5, [None], "PeersLearning"),
+    ("one peer learning, one steady: judged against the steady one", 1.5, [None, 1.0], "ThroughputDrift"),
+    ("one peer learning, one as slow: service-wide", 1.5, [None, 1.5], "ServiceWide"),
     ("this +5%, peers steady: within its baseline", 1.05, [1.0], "WithinBaseline"),
 ]
 
@@ -49,7 +51,7 @@ TABLE = [
 def test_drift_against_own_baseline_and_peers(case: str, mine: float, peers: list[float | None], reason: str) -> None:
     trackers = {"me": tracker(mine), **{f"peer{i}": tracker(p) for i, p in enumerate(peers)}}
     ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG)
-    assert len(ratios) == sum(p is not None for p in peers)
+    assert len(ratios) == len(peers)
     me = trackers["me"]
     finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
     assert finding.reason == reason, (case, finding.message)

@@ -21,7 +21,10 @@ Peers: a pod's own baseline cannot tell its engine getting slower from everythin
 mix changed, the platform or the host is slow). Rolling a pod then does not help, and rolling every pod of the
 service is a storm made by us. So a pod drifts only if its ratio also exceeds its service peers' current ratio
 (each peer against its own baseline, over the same span) by the threshold: a service-wide slowdown rolls
-nobody; a pod with no peer that has a ratio now (one replica, peers still learning) is judged on its own.
+nobody. A pod with peers none of which has a ratio yet (successors still learning their baselines) is not
+judged until one has: a drift is not urgent, and alone the pod cannot tell its slowness from the host's (the
+soak's false rolls were all of pods whose one peer had just been replaced). A pod with no peer at all (one
+replica) is judged on its own baseline.
 """
 
 import json
@@ -168,10 +171,11 @@ def detect_drift(
     *,
     now: float,
     cfg: DriftSpec,
-    peers: Sequence[float] = (),
+    peers: Sequence[float | None] = (),
 ) -> DriftFinding:
     """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold, and exceeds the
-    median of `peers` (the service's other pods' current ratios, `peer_ratios`) by the threshold too."""
+    median of `peers` (the service's other pods' current ratios, `peer_ratios`; None: that peer has none yet)
+    by the threshold too; with peers and none of them judged yet, no verdict."""
     if not cfg.enabled:
         return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
     ratios = _ratios(baseline, windows, now=now, cfg=cfg)
@@ -183,6 +187,16 @@ def detect_drift(
     ratio = statistics.median(ratios)
     if ratio < 1.0 + cfg.threshold:
         return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+    judged = [p for p in peers if p is not None]
+    if peers and not judged:
+        return DriftFinding(
+            drifted=False,
+            reason="PeersLearning",
+            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline; none of its {len(peers)} "
+            "peer(s) has learned its own yet, so a slower host or workload cannot be told apart",
+            ratio=ratio,
+        )
+    peers = judged
     if peers and ratio < statistics.median(peers) * (1.0 + cfg.threshold):
         return DriftFinding(
             drifted=False,
@@ -223,15 +237,15 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
     return DriftTracker(baseline=baseline, windows=tuple(w for w in windows if w.t_end >= horizon), pending=(sample,))
 
 
-def peer_ratios(trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec) -> tuple[float, ...]:
-    """The current ratios (`current_ratio`) of every tracked pod of the service but `pod` with at least one
-    comparable window in the sustain span. One is enough for a peer: it only holds a roll back, and a peer
-    whose busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the whole
-    service is slower (the soak saw both decode engines of a pair 25% slower, each rolled with "no peer")."""
+def peer_ratios(
+    trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec
+) -> tuple[float | None, ...]:
+    """The current ratio (`current_ratio`) of every tracked pod of the service but `pod`; None for a peer with
+    no comparable window in the sustain span (still learning). One window is enough for a peer: a peer whose
+    busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the whole service
+    is slower (the soak saw both decode engines of a pair 25% slower, each rolled with "no peer")."""
     return tuple(
-        r
-        for uid, t in trackers.items()
-        if uid != pod and (r := current_ratio(t.baseline, t.windows, now=now, cfg=cfg, needed=1)) is not None
+        current_ratio(t.baseline, t.windows, now=now, cfg=cfg, needed=1) for uid, t in trackers.items() if uid != pod
     )
 
 

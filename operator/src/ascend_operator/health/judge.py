@@ -116,7 +116,7 @@ class Facts:
     group: GroupObservation | None = None
     decode_slots: int | None = None
     """`--max-num-seqs` of a P/D decode engine (its KV transfers are judged too); None: any other engine."""
-    peers: tuple[float, ...] = ()
+    peers: tuple[float | None, ...] = ()
     """The service's other pods' current drift ratios (health/drift.py `peer_ratios`)."""
 
 
@@ -330,7 +330,7 @@ def judge(
     cfg: HealthSpec,
     group: GroupObservation | None = None,
     decode_slots: int | None = None,
-    peers: tuple[float, ...] = (),
+    peers: tuple[float | None, ...] = (),
 ) -> Verdict:
     """The pod's verdict: the first rule of `CHAIN` that holds."""
     facts = Facts(state=state, now=now, cfg=cfg, group=group, decode_slots=decode_slots, peers=peers)

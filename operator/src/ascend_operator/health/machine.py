@@ -45,7 +45,7 @@ class Observations:
     chips: ChipFinding | None = None
     """The device plugin's verdict on the pod's chips and node this pass (None: nothing acted on, or the
     operator does not read the plugin's reports)."""
-    peers: tuple[float, ...] = ()
+    peers: tuple[float | None, ...] = ()
     """The service's other pods' current drift ratios (health/drift.py `peer_ratios`): a slowdown they share
     is not this pod's drift."""
 
