@@ -20,10 +20,12 @@ NOW = 1000.0
 STEP = 0.040  # seconds per engine step at batch 4 when healthy
 
 
-def tracker(slowdown: float | None, *, windows_in_span: int = 6) -> DriftTracker:
-    """A pod with a learned baseline at batch 4 whose last 90 s of windows ran `slowdown` times its baseline;
-    None: a pod that has no comparable window yet (a successor still learning)."""
-    baseline = Baseline(points={4: (STEP, STEP * 1.01, STEP * 0.99)}, learned_until=NOW - 200)
+def tracker(slowdown: float | None, *, windows_in_span: int = 6, learned_at: float = 1.0) -> DriftTracker:
+    """A pod with a learned baseline at batch 4 whose last 90 s of windows ran `slowdown` times the healthy
+    step time; its baseline learned while the host ran `learned_at` times slower than healthy. None: a pod
+    that has no comparable window yet (a successor still loading)."""
+    base = STEP * learned_at
+    baseline = Baseline(points={4: (base, base * 1.01, base * 0.99)}, learned_until=NOW - 200)
     if slowdown is None:
         return DriftTracker(baseline=Baseline())
     step = STEP * slowdown
@@ -56,6 +58,19 @@ def test_drift_against_own_baseline_and_peers(case: str, mine: float, peers: lis
     finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
     assert finding.reason == reason, (case, finding.message)
     assert finding.drifted is (reason == "ThroughputDrift")
+
+
+def test_peers_are_compared_by_their_step_time_now_not_by_their_own_baselines() -> None:
+    """The soak's false roll: a successor learned its baseline while the host was quick, its peer learned its
+    own while the host was 30% slower; now both run 13% over the quick baseline. Against its own baseline the
+    peer reads -13%, and the pod would roll; against the pod's baseline the peer's steps are as slow as the
+    pod's, and nobody rolls."""
+    trackers = {"me": tracker(1.13), "peer": tracker(1.13, learned_at=1.3)}
+    ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG)
+    assert ratios == pytest.approx((1.13,), rel=0.02)
+    me = trackers["me"]
+    finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
+    assert finding.reason == "ServiceWide", finding.message
 
 
 def test_a_peer_with_one_busy_window_in_the_span_still_counts() -> None:

@@ -20,11 +20,11 @@ otherwise returning nothing). Both tests are kept: prompt tokens catch prefills 
 Peers: a pod's own baseline cannot tell its engine getting slower from everything getting slower (the workload
 mix changed, the platform or the host is slow). Rolling a pod then does not help, and rolling every pod of the
 service is a storm made by us. So a pod drifts only if its ratio also exceeds its service peers' current ratio
-(each peer against its own baseline, over the same span) by the threshold: a service-wide slowdown rolls
-nobody. A pod with peers none of which has a ratio yet (successors still learning their baselines) is not
-judged until one has: a drift is not urgent, and alone the pod cannot tell its slowness from the host's (the
-soak's false rolls were all of pods whose one peer had just been replaced). A pod with no peer at all (one
-replica) is judged on its own baseline.
+(the peers' step times over the same span, against this pod's baseline at the same batch sizes) by the
+threshold: a service-wide slowdown rolls nobody. A pod with peers none of which has a comparable window yet
+(successors still loading) is not judged until one has: a drift is not urgent, and alone the pod cannot tell
+its slowness from the host's (the soak's false rolls were all of pods whose one peer had just been replaced).
+A pod with no peer at all (one replica) is judged on its own baseline.
 """
 
 import json
@@ -174,8 +174,9 @@ def detect_drift(
     peers: Sequence[float | None] = (),
 ) -> DriftFinding:
     """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold, and exceeds the
-    median of `peers` (the service's other pods' current ratios, `peer_ratios`; None: that peer has none yet)
-    by the threshold too; with peers and none of them judged yet, no verdict."""
+    median of `peers` (the service's other pods' current step times against this pod's baseline,
+    `peer_ratios`; None: that peer has no comparable window yet) by the threshold too; with peers and none of
+    them comparable yet, no verdict."""
     if not cfg.enabled:
         return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
     ratios = _ratios(baseline, windows, now=now, cfg=cfg)
@@ -193,7 +194,7 @@ def detect_drift(
             drifted=False,
             reason="PeersLearning",
             message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline; none of its {len(peers)} "
-            "peer(s) has learned its own yet, so a slower host or workload cannot be told apart",
+            "peer(s) has a busy window at these batch sizes yet, so a slower host or workload cannot be told apart",
             ratio=ratio,
         )
     peers = judged
@@ -202,8 +203,8 @@ def detect_drift(
             drifted=False,
             reason="ServiceWide",
             message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline, and its {len(peers)} "
-            f"peer(s)' {statistics.median(peers) - 1:.0%} longer than theirs: the whole service is slower, "
-            "not this engine",
+            f"peer(s)' {statistics.median(peers) - 1:.0%} longer than it at the same batch sizes: the whole "
+            "service is slower, not this engine",
             ratio=ratio,
         )
     return DriftFinding(
@@ -240,12 +241,17 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
 def peer_ratios(
     trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec
 ) -> tuple[float | None, ...]:
-    """The current ratio (`current_ratio`) of every tracked pod of the service but `pod`; None for a peer with
-    no comparable window in the sustain span (still learning). One window is enough for a peer: a peer whose
-    busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the whole service
-    is slower (the soak saw both decode engines of a pair 25% slower, each rolled with "no peer")."""
+    """Each peer's current step time (its windows of the sustain span) against `pod`'s own baseline at the
+    same batch sizes; None for a peer with no such window yet. Measured against the pod's baseline, not the
+    peer's: `detect_drift` then compares the pod's step time now with its peers' step time now, same engine
+    configuration, same host, same moment. Against each peer's own baseline, the soak rolled a pod 13% over
+    its baseline because its peer read -13% against its own: two baselines, learned minutes apart while the
+    host's speed moved, disagreed by ~30% about the same healthy engine. One window is enough for a peer: a
+    peer whose busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the
+    whole service is slower."""
+    mine = trackers[pod].baseline if pod in trackers else Baseline()
     return tuple(
-        current_ratio(t.baseline, t.windows, now=now, cfg=cfg, needed=1) for uid, t in trackers.items() if uid != pod
+        current_ratio(mine, t.windows, now=now, cfg=cfg, needed=1) for uid, t in trackers.items() if uid != pod
     )
 
 
