@@ -9,13 +9,15 @@ The pytest fixtures in conftest.py are thin wrappers over these functions; `make
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -209,6 +211,61 @@ def silence_node(cluster: Cluster, node: str) -> float:
     silent_at = time.time()
     restart_component(cluster.state_dir, "kwok", argv)
     return silent_at
+
+
+@dataclass
+class LostNode:
+    """A node `lose_node` silenced: since when (wall time), and how to give it back."""
+
+    node: str
+    silent_at: float
+    resume: Callable[[], None]
+    """The engines answer again (those still there); the node stays silent."""
+    restore: Callable[[], None]
+    """`resume`, and the node managed by KWOK again."""
+
+
+def _unreachable(url: str, method: str) -> None:
+    """Set (POST) or clear (DELETE) an engine's `unreachable` fault through its simulator's /sim/faults."""
+    body = json.dumps({"fault": "unreachable"}).encode() if method == "POST" else None
+    query = "" if method == "POST" else "?fault=unreachable"
+    req = urllib.request.Request(
+        url + "/sim/faults" + query, data=body, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10):
+        pass
+
+
+def lose_node(cluster: Cluster, node: str, *, stopped: Sequence[int] = (), unreachable: Sequence[str] = ()) -> LostNode:
+    """Lose `node` as a server that lost power or its network: its kubelet stops reporting (`silence_node`)
+    and its engines stop answering: each process of `stopped` gets SIGSTOP (per-pod `aissim attach`: its
+    connections hang as across a dead link), each engine URL of `unreachable` the simulator's `unreachable`
+    fault (`aissim attach --shared`, where a signal would stop every engine). The engines stop first, as
+    they go with the node. `restore` gives the node back: the engines continue (those still there), KWOK
+    manages the node again (annotation back, KWOK restarted), as a server that came back up."""
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    for url in unreachable:
+        _unreachable(url, "POST")
+    silent_at = silence_node(cluster, node)
+
+    def resume() -> None:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):  # `aissim attach` stopped it with its pod
+                os.kill(pid, signal.SIGCONT)
+        for url in unreachable:
+            with contextlib.suppress(OSError):  # its pod (and engine) may be gone by now
+                _unreachable(url, "DELETE")
+
+    def restore() -> None:
+        resume()
+        if cluster.state_dir is None:
+            return
+        cluster.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}=fake", "--overwrite")
+        argv = kill_component(cluster.state_dir, "kwok")
+        restart_component(cluster.state_dir, "kwok", argv)
+
+    return LostNode(node=node, silent_at=silent_at, resume=resume, restore=restore)
 
 
 #: How long a caller waits for one stage of hack/build-k8s.sh (its own cold build, or another invocation's it

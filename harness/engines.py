@@ -56,3 +56,17 @@ def process(pgid: int, title: str) -> int:
     found = [pid for pid, cmd in group_members(pgid).items() if cmd.startswith(title)]
     assert len(found) == 1, f"{title} in group {pgid}: {group_members(pgid)}"
     return found[0]
+
+
+def attached_engine(attach_pid: int, ip: str) -> int:
+    """The simulator process `aissim attach` (pid `attach_pid`, one process per pod) started for the pod at
+    `ip`: its child whose environment binds it there (AIS_SIM_BIND_HOST)."""
+    for task in Path(f"/proc/{attach_pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                env = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+            except FileNotFoundError:
+                continue
+            if f"AIS_SIM_BIND_HOST={ip}".encode() in env:
+                return int(child)
+    raise AssertionError(f"no simulator of aissim attach (pid {attach_pid}) serves {ip}")

@@ -13,10 +13,12 @@ Why these forms (each the same as the drill that tests it alone):
 - `operator-kill`: SIGKILL of the operator, started again after a few seconds (a crashed pod restarted);
 - `apiserver-restart`: SIGKILL of kube-apiserver by its recorded PID, started again with the same command
   line (test_drills.py), down for a few seconds;
-- `kv-transfer-hang` needs a P/D pair of engines, which the soak's aggregated services do not have: listed,
-  not drawn (`available` says why);
-- `node-loss`: the hook `NODE_LOSS_HOOK`. Another change (issue 38 item 1) builds the lost-node drill; once
-  harness/cluster.py has `lose_node(cluster, node) -> restore`, the soak draws it too, untouched.
+- `kv-transfer-hang`: on a decode engine of the soak's P/D service (`/sim/faults` `kv-transfer-hang`, as
+  tests/e2e/test_disaggregation.py injects it): requests whose KV comes from the prefill engine wait there
+  for ever while the engine answers everything else;
+- `node-loss`: harness/cluster.py `lose_node` (tests/e2e/test_node_lost.py's drill): KWOK stops playing the
+  node's kubelet, and every engine on the node stops answering (the simulator's `unreachable`); the node is
+  given back once the fault is closed.
 """
 
 from __future__ import annotations
@@ -33,8 +35,15 @@ from typing import Any
 
 import aiohttp
 
-import harness.cluster
-from harness.cluster import Cluster, kill_component, pid_running, recorded_pids, restart_component, wait_for
+from harness.cluster import (
+    Cluster,
+    kill_component,
+    lose_node,
+    pid_running,
+    recorded_pids,
+    restart_component,
+    wait_for,
+)
 from harness.plant import (
     Proc,
     chip_fault,
@@ -54,24 +63,22 @@ ENGINE_FAULTS: dict[str, dict[str, Any]] = {
     "kv-stall": {"fault": "stall-at-kv", "threshold": 0.0001},
     "drift": {"fault": "drift", "fraction": 0.5, "period_s": 30},
     "crash": {"fault": "crash", "exit_code": 1},
+    "kv-transfer-hang": {"fault": "kv-transfer-hang"},
 }
 POD_FAULTS = (*ENGINE_FAULTS, "npu-fault", "node-loss")
 CLUSTER_FAULTS = ("operator-kill", "apiserver-restart")
-ALL_KINDS = (*POD_FAULTS, *CLUSTER_FAULTS, "kv-transfer-hang")
-#: The attribute of harness.cluster the node-loss drill will provide: `lose_node(cluster, node)` stops the
-#: node's kubelet reporting (KWOK no longer manages it) and returns a function that gives the node back.
-NODE_LOSS_HOOK = "lose_node"
+ALL_KINDS = (*POD_FAULTS, *CLUSTER_FAULTS)
+#: Faults only a P/D decode engine can have.
+DECODE_FAULTS = ("kv-transfer-hang",)
 SEPARATE = chip_fault("Ascend910-4", "SeparateNPU", "A8028801,80E18402")
 #: What a kubelet would restart on a real control plane (static pods); the API server and etcd are the soak's.
 RESTARTED = ("kube-controller-manager", "kube-scheduler", "kwok")
 
 
-def available(kind: str) -> str | None:
+def available(kind: str, *, pd: bool) -> str | None:
     """None if the soak can draw `kind`, else why not."""
-    if kind == "kv-transfer-hang":
-        return "needs a P/D pair of engines; the soak's services are aggregated"
-    if kind == "node-loss" and getattr(harness.cluster, NODE_LOSS_HOOK, None) is None:
-        return f"harness.cluster.{NODE_LOSS_HOOK} is not in this tree yet (issue 38 item 1)"
+    if kind in DECODE_FAULTS and not pd:
+        return "needs a P/D pair of engines (--no-pd)"
     return None
 
 
@@ -154,7 +161,7 @@ def _base(pod: PodSeen) -> str:
     return f"http://{pod.ip}:{ENGINE_PORT}"
 
 
-def inject_pod_fault(plant: Plant, kind: str, pod: PodSeen, now: float) -> Fault:
+def inject_pod_fault(plant: Plant, kind: str, pod: PodSeen, now: float, *, pic: Picture | None = None) -> Fault:
     fault = Fault(kind=kind, injected=now, service=pod.service, pod=pod.name, uid=pod.uid, node=pod.node)
     if kind in ENGINE_FAULTS:
         sim(_base(pod), "POST", ENGINE_FAULTS[kind])
@@ -170,8 +177,9 @@ def inject_pod_fault(plant: Plant, kind: str, pod: PodSeen, now: float) -> Fault
 
         fault.restore = repair
     elif kind == "node-loss":
-        lose: Callable[[Cluster, str], Callable[[], None]] = getattr(harness.cluster, NODE_LOSS_HOOK)
-        fault.restore = lose(plant.cluster, pod.node)
+        on_node = [p for p in (pic.pods.values() if pic else [pod]) if p.node == pod.node and p.gone_at is None]
+        engines = sorted({_base(p) for p in on_node if p.ip})
+        fault.restore = lose_node(plant.cluster, pod.node, unreachable=engines).restore
     else:
         raise ValueError(f"not a pod fault: {kind}")
     return fault

@@ -84,9 +84,11 @@ class Picture:
         return time.monotonic() - self.t0
 
     def serving(self, service: str) -> list[PodSeen]:
-        """The pods of `service` that take requests now: Ready (the operator's gate included), not going."""
+        """The pods of `service` that take requests now: Ready, the operator's gate True, not going. Ready
+        includes the gate when a kubelet computes it, but a lost node's kubelet computes nothing: its pods
+        keep the Ready they had until the node controller marks them not ready (tens of seconds later)."""
         live = [p for p in self.pods.values() if p.service == service and p.gone_at is None]
-        return sorted((p for p in live if p.ready and not p.deleting), key=lambda p: p.name)
+        return sorted((p for p in live if p.ready and p.gate == "True" and not p.deleting), key=lambda p: p.name)
 
 
 class Watcher:
@@ -183,9 +185,19 @@ class Load:
     (the drift detector judges only batch sizes it learned: health/drift.py) and a pod that leaves the
     service stops getting requests within a poll. Requests are `max_tokens` long with a fresh prompt."""
 
-    def __init__(self, watcher: Watcher, services: list[str], *, per_pod: int, replicas: int, max_tokens: int) -> None:
+    def __init__(
+        self,
+        watcher: Watcher,
+        services: list[str],
+        *,
+        per_pod: int,
+        replicas: int,
+        max_tokens: int,
+        pd: tuple[str, str] | None = None,
+    ) -> None:
         self.watcher = watcher
         self.services = services
+        self.pd = pd
         self.clients = per_pod * replicas
         self.max_tokens = max_tokens
         self.requests: list[Request] = []
@@ -202,12 +214,47 @@ class Load:
     async def _main(self) -> None:
         timeout = aiohttp.ClientTimeout(total=60)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            await asyncio.gather(*(self._client(session, s, k) for s in self.services for k in range(self.clients)))
+            clients = [self._client(session, s, k) for s in self.services for k in range(self.clients)]
+            if self.pd is not None:
+                clients += [self._pd_client(session, *self.pd, k) for k in range(self.clients)]
+            await asyncio.gather(*clients)
 
     def _target(self, service: str, k: int) -> Any:
         with self.watcher.lock:
             serving = self.watcher.picture.serving(service)
             return serving[k % len(serving)] if serving else None
+
+    async def _pd_client(self, session: aiohttp.ClientSession, prefill: str, decode: str, k: int) -> None:
+        """A P/D request as the router sends it (tests/e2e/test_disaggregation.py's legs): the prompt to a
+        prefill engine for its KV (`do_remote_decode`), then to decode pod k with the prefill's
+        kv_transfer_params; a failed first leg is the prefill pod's request, the second the decode pod's."""
+        pic = self.watcher.picture
+        leg = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+               "remote_block_ids": None, "remote_host": None, "remote_port": None}  # fmt: skip
+        while not self._stop.is_set():
+            first, second = self._target(prefill, 0), self._target(decode, k)
+            if first is None or second is None or not first.ip or not second.ip:
+                await asyncio.sleep(0.5)
+                continue
+            prompt = {"model": MODEL, "prompt": f"soak {uuid.uuid4()}", "sim_prompt_tokens": 256}
+            start, ok, error, pod, service = pic.now(), False, "", first, prefill
+            try:
+                body = {**prompt, "max_tokens": 1, "kv_transfer_params": leg}
+                async with session.post(f"http://{first.ip}:{ENGINE_PORT}/v1/completions", json=body) as resp:
+                    answer = await resp.json(content_type=None)
+                    ok, error = resp.status == 200, "" if resp.status == 200 else f"HTTP {resp.status}"
+                if ok:
+                    pod, service = second, decode
+                    body = {**prompt, "max_tokens": self.max_tokens, "ignore_eos": True,
+                            "kv_transfer_params": answer["kv_transfer_params"]}  # fmt: skip
+                    async with session.post(f"http://{second.ip}:{ENGINE_PORT}/v1/completions", json=body) as resp:
+                        await resp.read()
+                        ok, error = resp.status == 200, "" if resp.status == 200 else f"HTTP {resp.status}"
+            except (aiohttp.ClientError, TimeoutError, OSError, KeyError, ValueError) as exc:
+                ok, error = False, type(exc).__name__
+            self.requests.append(Request(service, pod.uid, start, pic.now(), ok, error))
+            if not ok:
+                await asyncio.sleep(0.5)
 
     async def _client(self, session: aiohttp.ClientSession, service: str, k: int) -> None:
         pic = self.watcher.picture

@@ -1,8 +1,9 @@
 """A node that goes silent costs its replica a few minutes, not forever (issue 38 item 1), the way a cluster
-fails: KWOK stops playing the node's kubelet (harness/cluster.py `silence_node`: restarted with a selector
-that leaves the node out) and the node's engine stops answering (its simulator process is stopped with
-SIGSTOP, so connections to it time out as across a dead link). Nothing in the API says more than that: the
-Lease stops being renewed, the node lifecycle controller calls the node Unknown and taints it unreachable.
+fails (harness/cluster.py `lose_node`, which the chaos soak draws too): KWOK stops playing the node's kubelet
+(restarted with a selector that leaves the node out) and the node's engine stops answering (its simulator
+process is stopped with SIGSTOP, so connections to it time out as across a dead link). Nothing in the API
+says more than that: the Lease stops being renewed, the node lifecycle controller calls the node Unknown and
+taints it unreachable.
 
 What a user sees, asserted: the replica is back Ready on another node, its old pod gone from the API
 (forced, grace 0, with a NodeLost roll in status.rolls), its successor's affinity keeping it off the lost
@@ -33,7 +34,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from harness.cluster import Cluster, silence_node, wait_for
+from harness.cluster import Cluster, lose_node, wait_for
+from harness.engines import attached_engine
 from tests.e2e.operator_fixtures import (
     FAST,
     MODEL,
@@ -74,16 +76,8 @@ def node_loss_operator(cluster: Cluster, crd: None, namespace: str, tmp_path: Pa
 
 
 def engine_pid(attach_proc: Proc, ip: str) -> int:
-    """The simulator `aissim attach` started for the pod at `ip` (its child, bound by AIS_SIM_BIND_HOST)."""
-    for task in Path(f"/proc/{attach_proc.popen.pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                env = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
-            except FileNotFoundError:
-                continue
-            if f"AIS_SIM_BIND_HOST={ip}".encode() in env:
-                return int(child)
-    raise AssertionError(f"no simulator of aissim attach (pid {attach_proc.popen.pid}) serves {ip}")
+    """The simulator `aissim attach` started for the pod at `ip`."""
+    return attached_engine(attach_proc.popen.pid, ip)
 
 
 class Load:
@@ -171,9 +165,9 @@ def test_a_replica_on_a_silent_node_comes_back_on_another_node_while_the_other_s
     stopped = engine_pid(sims, victim["status"]["podIP"])
     with Load(engine_url(survivor)) as load:
         wait_for(lambda: load.ok >= 5, timeout=30, message="the load answered by the surviving replica")
-        os.kill(stopped, signal.SIGSTOP)  # the engine goes with its node: its connections hang
+        gone = lose_node(cluster, lost, stopped=[stopped])  # the engine goes with its node: its connections hang
+        t_silent = gone.silent_at
         try:
-            t_silent = silence_node(cluster, lost)
 
             def replaced() -> dict[str, Any] | None:
                 pods = live_pods(cluster, namespace, "svc")
@@ -190,7 +184,7 @@ def test_a_replica_on_a_silent_node_comes_back_on_another_node_while_the_other_s
             wait_for(lambda: ready(cluster, namespace, "svc"), timeout=120, interval=0.5, message="Ready again")
             t_ready = time.time()
         finally:
-            resume(stopped)
+            gone.resume()
     print(
         f"node {lost} silent -> old pod forced out {t_forced - t_silent:.1f}s -> replacement Ready "
         f"{t_ready - t_silent:.1f}s; the other replica: {load.ok} answered, {load.failed} failed"
@@ -262,10 +256,9 @@ def test_a_group_with_its_worker_on_a_silent_node_is_recreated_on_live_nodes(
     leader, worker = roles["leader"], roles["worker"]
     lost = node_of(worker)
     old = {leader["metadata"]["uid"], worker["metadata"]["uid"]}
-    stopped = engine_pid(sims, worker["status"]["podIP"])
-    os.kill(stopped, signal.SIGSTOP)
+    gone = lose_node(cluster, lost, stopped=[engine_pid(sims, worker["status"]["podIP"])])
+    t_silent = gone.silent_at
     try:
-        t_silent = silence_node(cluster, lost)
 
         def recreated() -> bool:
             pods = group_pods(cluster, namespace)
@@ -277,7 +270,7 @@ def test_a_group_with_its_worker_on_a_silent_node_is_recreated_on_live_nodes(
         wait_for(lambda: ready(cluster, namespace, "svc"), timeout=180, interval=0.5, message="Ready again")
         t_ready = time.time()
     finally:
-        resume(stopped)
+        gone.resume()
     rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
     print(
         f"group: node {lost} silent -> recreated off it {t_placed - t_silent:.1f}s -> Ready "

@@ -95,3 +95,34 @@ def test_the_table_gives_counts_and_median_seconds_and_says_why_a_kind_was_not_d
     assert "| hang | 3 | 3 | 3 | 3 | 0 | 6.0 (4.0-8.0) | 7.0 (5.0-9.0) | 30.0 (20.0-50.0) |" in lines
     assert "| operator-kill | 1 | n/a | 0 | 1 | 0 | n/a | - | 12.0 |" in lines
     assert "| kv-transfer-hang | not drawn: needs a P/D pair |  |  |  |  |  |  |  |" in lines
+
+
+def test_a_crash_is_detected_when_the_operators_gate_fell_and_recovers_in_place_unrolled() -> None:
+    """The kubelet restarts a crashed engine (Ready false meanwhile): that is not the operator seeing it. The
+    crash is detected when the operator's gate fell, and recovered when the same pod serves again."""
+    fault = Fault(kind="crash", injected=50.0, service="svc0", uid="a")
+    kubelet_only = pod("a", gate="True", ready=False)  # the kubelet's Ready fell, the operator's gate did not
+    update(fault, picture(kubelet_only, pod("b"), at=60.0), replicas=2, detect_timeout=150)
+    assert fault.detected is None
+    update(fault, picture(pod("a", gate="False", fell_at=62.0), pod("b"), at=63.0), replicas=2, detect_timeout=150)
+    assert fault.detected == 62.0
+    assert not fault.recovered
+    update(fault, picture(pod("a", fell_at=62.0), pod("b"), at=80.0), replicas=2, detect_timeout=150)
+    assert fault.recovered == 80.0
+    assert fault.rolled is None
+
+
+def test_a_pod_on_a_lost_node_keeps_ready_but_does_not_serve_once_the_operators_gate_fell() -> None:
+    """No kubelet computes a lost node's pods' Ready: it stays True. The fault is not recovered until a
+    successor serves: the old pod, its gate False, is not serving though Ready says so."""
+    fault = Fault(kind="node-loss", injected=50.0, service="svc0", uid="a")
+    silent = pod("a", gate="False", ready=True, fell_at=60.0)
+    pic = picture(silent, pod("b"), at=61.0)
+    assert [p.uid for p in pic.serving("svc0")] == ["b"]
+    update(fault, pic, replicas=2, detect_timeout=150)
+    assert fault.detected == 60.0
+    assert not fault.recovered  # (not `is None`: mypy would take it as None for good)
+    roll = RollSeen("svc0", "svc0-a", "a", "NodeLost", 90.0)
+    update(fault, picture(pod("a", gate="False", fell_at=60.0, gone_at=91.0), pod("b"), pod("c"), rolls=(roll,),
+                          at=120.0), replicas=2, detect_timeout=150)  # fmt: skip
+    assert (fault.rolled, fault.roll_reason, fault.recovered) == (90.0, "NodeLost", 120.0)

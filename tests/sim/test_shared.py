@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aissim.pods import RESTART_BACKOFF_SECONDS, Target
-from aissim.shared import EngineHost
+from aissim.shared import ContainerEvent, EngineHost, container_status
 from harness.procs import rss_bytes
 from tests.sim.conftest import MODEL, base_args, loopback, until, wait_ready
 from tests.sim.test_processes import Spawn
@@ -189,3 +189,85 @@ async def test_an_idle_engine_costs_a_fraction_of_a_process(host: EngineHost, sp
     assert len(engines) == len(pods)
     # and no CPU: every idle engine's step loop waits on its event (aissim/engine.py `EngineCore.parked`)
     await until(lambda: all(core.parked for running in engines.values() for core in running.engine.cores))
+
+
+async def test_a_pods_address_given_to_a_newer_pod_stops_the_old_engine(host: EngineHost) -> None:
+    """A cluster gives a pod IP out again only once the old sandbox is gone: the newer pod's engine binds and
+    answers at once, even when the listing still shows the older pod (the soak saw a successor unable to bind
+    its IP for 70 s while the older pod's engine answered its clients)."""
+    ip = loopback()
+    with socket.socket() as probe:
+        probe.bind((ip, 0))
+        port = probe.getsockname()[1]
+    old = replace(target("old", ip=ip), port=port)
+    await host.sync([old], now=0.0)
+    await up(host, old.uid)
+    new = replace(old, uid="uid-new", name="new")
+    await host.sync([old, new], now=1.0)
+    assert set(host.slots) == {new.uid}
+    base = await up(host, new.uid)
+    await host.sync([old, new], now=2.0)  # still listed: the old pod's engine is not started again
+    assert set(host.slots) == {new.uid}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        assert (await post(session, base + "/v1/completions", CANARY))[0] == 200
+
+
+async def test_unreachable_stops_one_engine_answering_until_cleared(host: EngineHost) -> None:
+    """A lost node's engine: nothing answers (not /health, not /metrics: the client times out, as across a
+    dead link), its neighbour serves; the harness clears it through /sim/faults."""
+    a, b = target("a"), target("b")
+    await host.sync([a, b], now=0.0)
+    base_a, base_b = await up(host, a.uid), await up(host, b.uid)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        assert (await post(session, base_a + "/sim/faults", {"fault": "unreachable"}))[0] == 200
+        for path in ("/health", "/metrics"):
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await get(session, base_a + path)
+        assert (await post(session, base_b + "/v1/completions", CANARY))[0] == 200
+        async with session.delete(base_a + "/sim/faults") as resp:
+            assert resp.status == 200
+        assert (await post(session, base_a + "/v1/completions", CANARY))[0] == 200
+
+
+async def test_a_crash_is_written_into_the_pod_status_as_the_kubelet_would() -> None:
+    """Exit (not ready, last state terminated with the code), restart after the back-off (restart count up),
+    and ready again once the engine answers: what the operator and a router see of a crash on a cluster."""
+    events: list[tuple[str, ContainerEvent, int | str | None]] = []
+    h = EngineHost(env={}, backoff=10.0, kubelet=lambda t, event, code: events.append((t.name, event, code)))
+    try:
+        a = target("a")
+        await h.sync([a], now=0.0)
+        base = await up(h, a.uid)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            await post(session, base + "/sim/faults", {"fault": "crash", "exit_code": 3})
+        await asyncio.wait_for(h.slots[a.uid].task, 5)
+        await h.sync([a], now=100.0)
+        await h.sync([a], now=105.0)  # within the back-off: not yet
+        await until(lambda: events == [("a", "exited", 3)], within=5)
+        await h.sync([a], now=110.0)
+        await up(h, a.uid)
+        await until(lambda: events[1:] == [("a", "restarted", None), ("a", "answering", None)], within=5)
+    finally:
+        await h.close()
+
+
+def test_the_kubelets_status_of_an_exit_a_restart_and_an_answer() -> None:
+    running = {"name": "engine", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": "t0"}}}
+    pod = {"status": {"containerStatuses": [running]}}
+    exited = container_status(pod, "exited", 3, backoff=10)["status"]
+    (engine,) = exited["containerStatuses"]
+    assert engine["ready"] is False
+    assert engine["lastState"]["terminated"]["exitCode"] == 3
+    assert engine["lastState"]["terminated"]["startedAt"] == "t0"
+    assert engine["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert {c["type"]: c["status"] for c in exited["conditions"]} == {"ContainersReady": "False", "Ready": "False"}
+    restarted = container_status({"status": exited}, "restarted", None, backoff=10)["status"]
+    assert restarted["containerStatuses"][0]["restartCount"] == 1
+    assert restarted["containerStatuses"][0]["ready"] is False
+    assert "running" in restarted["containerStatuses"][0]["state"]
+    answering = container_status({"status": restarted}, "answering", None, backoff=10)["status"]
+    assert answering["containerStatuses"][0]["ready"] is True
+    assert answering["containerStatuses"][0]["restartCount"] == 1
+    # Ready itself is KWOK's (the readiness gate must be True too): only ContainersReady is written
+    assert {c["type"]: c["status"] for c in answering["conditions"]} == {"ContainersReady": "True"}

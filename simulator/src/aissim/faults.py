@@ -4,7 +4,11 @@ Why this module exists: health checking is only proved against an engine that ca
 did while still looking alive: a long request pushing KV past 97.5% and stalling forward progress with
 /health at 200 (`stall-at-kv`), everything stopping (`hang`), throughput decaying ~18% over a long uptime
 (`drift`), the process dying (`crash`), and, between a prefill and a decode engine, a KV transfer that
-never completes (`kv-transfer-hang`, aissim/kvtransfer.py) while both engines answer. `slow-start` and
+never completes (`kv-transfer-hang`, aissim/kvtransfer.py) while both engines answer, and the engine's node
+gone (`unreachable`: a server that lost power or its network; nothing answers, not /health, not /metrics,
+and the engine takes no step: aissim/server.py holds every request but /sim/*, as a dead link holds the
+connection until the client gives up; one process can stop one pod this way, where SIGSTOP would stop
+every engine of `aissim attach --shared`). `slow-start` and
 `drop-args` act before the engine exists and are start flags (`--sim-load-seconds`, `--sim-drop-args`); this
 module parses both the flag form (`name:key=value,key=value`) and the JSON form of `POST /sim/faults`, and
 answers the engine's questions (step-time multiplier, may it step now) as pure functions of the fault state
@@ -19,7 +23,7 @@ from typing import Any
 
 from aissim.calibration import DRIFT_FRACTION, DRIFT_PERIOD_S, STALL_KV_THRESHOLD
 
-RUNTIME_FAULTS = ("stall-at-kv", "hang", "drift", "crash", "kv-transfer-hang")
+RUNTIME_FAULTS = ("stall-at-kv", "hang", "drift", "crash", "kv-transfer-hang", "unreachable")
 START_ONLY_FAULTS = ("slow-start", "drop-args")
 
 
@@ -59,7 +63,7 @@ def make_fault(name: str, params: Mapping[str, Any], *, now: float) -> Fault:
         if not 0.0 < threshold <= 1.0:
             raise FaultError("threshold must be in (0, 1]")
         return Fault(name, {"threshold": threshold}, now)
-    if name in ("hang", "kv-transfer-hang"):
+    if name in ("hang", "kv-transfer-hang", "unreachable"):
         return Fault(name, {}, now)
     if name == "drift":
         fraction = _float(params, "fraction", DRIFT_FRACTION)
@@ -118,7 +122,13 @@ class FaultState:
 
     @property
     def hung(self) -> bool:
-        return "hang" in self._faults
+        """No engine step: `hang`, or `unreachable` (the node is gone, its engine with it)."""
+        return "hang" in self._faults or self.unreachable
+
+    @property
+    def unreachable(self) -> bool:
+        """Nothing answers but the simulator's own /sim/* routes (how the harness takes the fault back)."""
+        return "unreachable" in self._faults
 
     def stalled(self, *, kv_usage: float) -> bool:
         """stall-at-kv: no forward progress once usage has passed the threshold."""

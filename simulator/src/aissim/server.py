@@ -98,13 +98,32 @@ def auth_middleware(tokens: tuple[str, ...]) -> Any:
     return check
 
 
+#: How often a request held by the `unreachable` fault looks whether the link is back.
+UNREACHABLE_POLL_SECONDS = 0.2
+
+
+def unreachable_middleware(engine: SimEngine) -> Any:
+    """The `unreachable` fault (aissim/faults.py): a request but /sim/* gets no answer while it is set, as
+    across a dead link (the client times out); once cleared, held requests go on."""
+
+    @web.middleware
+    async def held(request: web.Request, handler: Any) -> Any:
+        # the fault state is set and cleared by plain calls (/sim/faults), not an event to wait on
+        while engine.faults.unreachable and not request.path.startswith("/sim/"):  # noqa: ASYNC110
+            await asyncio.sleep(UNREACHABLE_POLL_SECONDS)
+        return await handler(request)
+
+    return held
+
+
 def build_app(engine: SimEngine, *, exit_fn: ExitFn = os._exit) -> web.Application:
     cfg = engine.cfg
     fingerprint = openai.system_fingerprint(cfg)
     # vLLM's uvicorn server has no request-body limit; aiohttp's default (1 MiB) would refuse a 256K-token
     # text prompt (~1 MB), which `aisctl bench prefill` / `mixed` send as real text.
     app = web.Application(
-        client_max_size=64 * 1024 * 1024, middlewares=[auth_middleware(cfg.api_keys)] if cfg.api_keys else []
+        client_max_size=64 * 1024 * 1024,
+        middlewares=[unreachable_middleware(engine), *([auth_middleware(cfg.api_keys)] if cfg.api_keys else [])],
     )
 
     async def health(_: web.Request) -> web.Response:

@@ -9,7 +9,14 @@ Each engine has its own SimEngine: clock, scheduler, KV pool, fault state and me
 
 What was a process exit becomes an engine exit: the `crash` fault, a KV budget refusal and a bad command
 line end that pod's engine only (with the exit code `serve` would have returned), and `sync` restarts it
-after the same back-off `attach` uses for a child process, as a kubelet restarts a container. What cannot
+after a back-off, as a kubelet restarts a container, and writes what the kubelet would into the pod's status
+(`kubelet_status`: the container not ready and its last state terminated with the exit code, the restart count
+up when it runs again, ready again once it answers), so a crash shows on the pod as on a cluster; the
+back-off is `attach`'s (1 s) unless `AIS_RESTART_BACKOFF_SECONDS` says otherwise (the kubelet's first is 10 s,
+pkg/kubelet/kubelet.go backOffPeriod). An engine stops as soon as its pod is gone or terminating, and before
+a pod's engine binds, an engine still holding that address for an older pod is stopped: a cluster hands a pod
+IP out again only once the old sandbox is torn down (the soak once saw a successor unable to bind its IP for
+70 s while the engine of the pod that had it answered in its place). What cannot
 be had in one process: stopping one pod's engine with a signal (SIGSTOP on a headless worker, as
 tests/e2e/test_multinode.py does) stops them all; use the `hang` fault, or per-process `attach`, for that.
 The pods come from pods.py, as attach.py's do; the two supervisors share it and import nothing of each other.
@@ -27,6 +34,10 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kubernetes import client
 
 from aissim.args import ArgsError, UnrecognizedArguments, parse_serve_args
 from aissim.faults import FaultError, parse_fault_flag
@@ -41,6 +52,7 @@ from aissim.pods import (
     secret_reader,
 )
 from aissim.runtime import Running, launch
+from ascend_operator.api.constants import ENGINE_CONTAINER
 
 log = logging.getLogger("aissim.shared")
 
@@ -50,6 +62,70 @@ POD: contextvars.ContextVar[str] = contextvars.ContextVar("aissim_pod", default=
 #: Wall seconds a stopping engine lets in-flight requests finish (a container's SIGTERM grace, shortened:
 #: a pod that is gone has no clients left that matter).
 STOP_GRACE_SECONDS = 1.0
+
+
+#: What happened to a pod's engine container, as the kubelet reports it: it exited (with this code), it was
+#: started again after the back-off, it answers again.
+ContainerEvent = Literal["exited", "restarted", "answering"]
+StatusWriter = Callable[[Target, ContainerEvent, "int | str | None"], None]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def container_status(
+    pod: Mapping[str, Any], event: ContainerEvent, code: int | str | None, *, backoff: float
+) -> dict[str, Any]:
+    """The status patch the kubelet writes for `event` of the engine container (pkg/kubelet/status: the
+    container statuses replace the list, conditions merge by type): exited is not ready, waiting in
+    CrashLoopBackOff, its last state terminated with the exit code; restarted runs again, restartCount + 1,
+    not ready until its readiness probe passes; answering is ready (KWOK's pod-gates-ready then sets Ready
+    once the operator's gate is True too, hack/kwok/pod-stages.yaml)."""
+    now, status = _now(), pod.get("status") or {}
+    statuses = [dict(c) for c in status.get("containerStatuses") or []]
+    engine = next((c for c in statuses if c.get("name") == ENGINE_CONTAINER), None)
+    if engine is None:
+        engine = {"name": ENGINE_CONTAINER, "image": "", "imageID": "", "restartCount": 0}
+        statuses.append(engine)
+    ready = event == "answering"
+    if event == "exited":
+        started = ((engine.get("state") or {}).get("running") or {}).get("startedAt") or now
+        exit_code = code if isinstance(code, int) else 137
+        engine["lastState"] = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": started,
+                                              "finishedAt": now}}  # fmt: skip
+        message = f"back-off {backoff:g}s restarting failed container={ENGINE_CONTAINER}"
+        engine["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+        engine["started"] = False
+    elif event == "restarted":
+        engine["restartCount"] = int(engine.get("restartCount") or 0) + 1
+        engine["state"] = {"running": {"startedAt": now}}
+        engine["started"] = True
+    engine["ready"] = ready
+    every_ready = all(bool(c.get("ready")) for c in statuses)
+    conditions: list[dict[str, Any]] = [
+        {"type": "ContainersReady", "status": "True" if every_ready else "False", "lastTransitionTime": now,
+         "reason": "" if every_ready else "ContainersNotReady", "message": ""},
+    ]  # fmt: skip
+    if not every_ready:
+        unready = f"containers with unready status: [{ENGINE_CONTAINER}]"
+        conditions.append({"type": "Ready", "status": "False", "lastTransitionTime": now,
+                           "reason": "ContainersNotReady", "message": unready})  # fmt: skip
+    return {"status": {"containerStatuses": statuses, "conditions": conditions}}
+
+
+def kubelet_status(core: client.CoreV1Api, *, backoff: float) -> StatusWriter:
+    """Write a container event into the pod's status through the API (blocking: run it in a thread)."""
+
+    def write(target: Target, event: ContainerEvent, code: int | str | None) -> None:
+        pod = core.api_client.sanitize_for_serialization(core.read_namespaced_pod_status(target.name, target.namespace))
+        if (pod.get("metadata") or {}).get("uid") != target.uid:
+            return  # the pod was replaced meanwhile
+        core.patch_namespaced_pod_status(
+            target.name, target.namespace, container_status(pod, event, code, backoff=backoff)
+        )
+
+    return write
 
 
 def _ignore(running: Running) -> None:
@@ -127,13 +203,38 @@ class EngineHost:
     """The environment every engine parses (AIS_SIM_*), as a child process would inherit it."""
     secrets: SecretEnv = no_secrets
     slots: dict[str, Slot] = field(default_factory=dict)
+    backoff: float = RESTART_BACKOFF_SECONDS
+    """Seconds from an engine's exit to its restart (the kubelet's crash back-off)."""
+    kubelet: StatusWriter | None = None
+    """Where a container's exit, restart and readiness are reported (the pod's status); None: nowhere."""
+    _writes: set[asyncio.Task[None]] = field(default_factory=set)
+    superseded: set[str] = field(default_factory=set)
+    """Pods (uid) still listed whose address a newer pod was given: never started again."""
 
-    def _start(self, target: Target) -> Slot:
+    def _report(self, target: Target, event: ContainerEvent, code: int | str | None = None) -> None:
+        """Write the kubelet's view of a container event, in the background (the API may be restarting)."""
+        if self.kubelet is None:
+            return
+        write = self.kubelet
+
+        async def go() -> None:
+            try:
+                await asyncio.to_thread(write, target, event, code)
+            except Exception as exc:  # the pod may be gone, the API down: the next event writes again
+                log.warning("status of %s/%s (%s) not written: %s", target.namespace, target.name, event, exc)
+
+        task = asyncio.create_task(go())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    def _start(self, target: Target, *, restart: bool = False) -> Slot:
         slot = Slot(target=target)
 
         def up(running: Running) -> None:
             slot.running = running
             slot.up.set()
+            if restart:
+                self._report(target, "answering")
 
         async def run() -> int:
             try:
@@ -152,9 +253,18 @@ class EngineHost:
 
     async def sync(self, targets: list[Target], *, now: float) -> None:
         """Make the running engines match the pods: start new ones, stop gone ones, restart exited ones."""
-        wanted = {t.uid: t for t in targets}
+        listed = {t.uid for t in targets}
+        self.superseded &= listed
+        new = {(t.ip, t.port) for t in targets if t.uid not in self.slots and t.uid not in self.superseded}
+        # a pod whose address a newer pod now has: its sandbox is gone, whatever the listing still says
+        self.superseded |= {u for u, s in self.slots.items() if u in listed and (s.target.ip, s.target.port) in new}
+        wanted = {t.uid: t for t in targets if t.uid not in self.superseded}
         gone = [self.slots.pop(uid) for uid in [u for u in self.slots if u not in wanted]]
-        await asyncio.gather(*(self._stop(slot) for slot in gone))
+        for old in gone:
+            t = old.target
+            log.info("sim for %s/%s on %s:%d stopped: its pod is gone, terminating or its address reused",
+                     t.namespace, t.name, t.ip, t.port)  # fmt: skip
+        await asyncio.gather(*(self._stop(old) for old in gone))
         for uid, target in wanted.items():
             slot = self.slots.get(uid)
             if slot is None:
@@ -162,9 +272,12 @@ class EngineHost:
             elif slot.task.done():
                 if slot.exited_at is None:
                     slot.exited_at = now
-                    log.info("sim for %s exited with %s", target.name, _exit_code(slot.task))
-                elif now - slot.exited_at >= RESTART_BACKOFF_SECONDS:
-                    self.slots[uid] = self._start(target)
+                    code = _exit_code(slot.task)
+                    log.info("sim for %s exited with %s", target.name, code)
+                    self._report(target, "exited", code)
+                elif now - slot.exited_at >= self.backoff:
+                    self._report(target, "restarted")
+                    self.slots[uid] = self._start(target, restart=True)
 
     async def _stop(self, slot: Slot) -> None:
         slot.stop.set()
@@ -196,7 +309,8 @@ def _exit_code(task: asyncio.Task[int]) -> int | str:
 async def run(args: argparse.Namespace) -> int:
     """`aissim attach --shared`: poll the pods (in a thread: the client blocks) and keep the engines in step."""
     core, api = connect(args.kubeconfig)
-    host = EngineHost(secrets=secret_reader(core))
+    backoff = float(os.environ.get("AIS_RESTART_BACKOFF_SECONDS", RESTART_BACKOFF_SECONDS))
+    host = EngineHost(secrets=secret_reader(core), backoff=backoff, kubelet=kubelet_status(core, backoff=backoff))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

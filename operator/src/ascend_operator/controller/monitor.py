@@ -48,7 +48,7 @@ from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.chips import ChipFinding, judge_chips
 from ascend_operator.health.config import check_config, expected_config
-from ascend_operator.health.drift import dump_baseline, load_baseline
+from ascend_operator.health.drift import dump_baseline, load_baseline, peer_ratios
 from ascend_operator.health.group import observe
 from ascend_operator.health.judge import FAULTS, Verdict
 from ascend_operator.health.machine import (
@@ -310,6 +310,9 @@ async def health_pass(
             group=observe(pod, every, spec),
             draining=pod.drain is not None,
             chips=_chip_finding(mon, state, pod, every),
+            peers=peer_ratios(
+                {u: h.drift for u, h in state.pods.items()}, pod.uid, now=mon.mono(), cfg=spec.health.drift
+            ),
         )
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(

@@ -16,11 +16,20 @@ the prefilling request is running but returns nothing. Every decoding request re
 plus its accepted drafts (vllm/v1/core/sched/scheduler.py:1593-1595), so generated minus accepted tokens are
 the request-steps that decoded, and the running requests beyond them per step are requests in prefill (or
 otherwise returning nothing). Both tests are kept: prompt tokens catch prefills that complete in the window.
+
+Peers: a pod's own baseline cannot tell its engine getting slower from everything getting slower (the workload
+mix changed, the platform or the host is slow). Rolling a pod then does not help, and rolling every pod of the
+service is a storm made by us. So a pod drifts only if its ratio also exceeds its service peers' current ratio
+(the peers' step times over the same span, against this pod's baseline at the same batch sizes) by the
+threshold: a service-wide slowdown rolls nobody. A pod with peers none of which has a comparable window yet
+(successors still loading) is not judged until one has: a drift is not urgent, and alone the pod cannot tell
+its slowness from the host's (the soak's false rolls were all of pods whose one peer had just been replaced).
+A pod with no peer at all (one replica) is judged on its own baseline.
 """
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ascend_operator.api.health import DriftSpec
@@ -133,30 +142,79 @@ def learn(baseline: Baseline, windows: Sequence[StepWindow], *, after: float, ne
     return Baseline(points=points, learned_until=newest)
 
 
-def detect_drift(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> DriftFinding:
-    """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold."""
-    if not cfg.enabled:
-        return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
+def _ratios(baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec) -> list[float]:
+    """Step time over baseline of each window of the sustain span ending at `now` with a learned reference."""
     ratios = []
     for w in windows:
         ref = baseline.reference(w.batch, needed=cfg.baseline_windows)
         if w.t_end >= now - cfg.sustain_seconds and ref:
             ratios.append(w.step_seconds / ref)
-    needed = max(2, int(cfg.sustain_seconds / cfg.sample_window_seconds) // 2)
+    return ratios
+
+
+def _needed(cfg: DriftSpec) -> int:
+    return max(2, int(cfg.sustain_seconds / cfg.sample_window_seconds) // 2)
+
+
+def current_ratio(
+    baseline: Baseline, windows: Sequence[StepWindow], *, now: float, cfg: DriftSpec, needed: int | None = None
+) -> float | None:
+    """The pod's median step-time ratio over the sustain span, or None with fewer than `needed` comparable
+    windows (default: as many as a verdict needs)."""
+    ratios = _ratios(baseline, windows, now=now, cfg=cfg)
+    return statistics.median(ratios) if ratios and len(ratios) >= (needed or _needed(cfg)) else None
+
+
+def detect_drift(
+    baseline: Baseline,
+    windows: Sequence[StepWindow],
+    *,
+    now: float,
+    cfg: DriftSpec,
+    peers: Sequence[float | None] = (),
+) -> DriftFinding:
+    """Drift when the median step-time ratio over the sustain span exceeds 1 + threshold, and exceeds the
+    median of `peers` (the service's other pods' current step times against this pod's baseline,
+    `peer_ratios`; None: that peer has no comparable window yet) by the threshold too; with peers and none of
+    them comparable yet, no verdict."""
+    if not cfg.enabled:
+        return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
+    ratios = _ratios(baseline, windows, now=now, cfg=cfg)
+    needed = _needed(cfg)
     if len(ratios) < needed:
         return DriftFinding(
             drifted=False, reason="InsufficientData", message=f"{len(ratios)} comparable windows, {needed} needed"
         )
     ratio = statistics.median(ratios)
-    if ratio >= 1.0 + cfg.threshold:
+    if ratio < 1.0 + cfg.threshold:
+        return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+    judged = [p for p in peers if p is not None]
+    if peers and not judged:
         return DriftFinding(
-            drifted=True,
-            reason="ThroughputDrift",
-            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline at the same batch sizes "
-            f"(median of {len(ratios)} windows over {cfg.sustain_seconds:.0f}s; threshold {cfg.threshold:.0%})",
+            drifted=False,
+            reason="PeersLearning",
+            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline; none of its {len(peers)} "
+            "peer(s) has a busy window at these batch sizes yet, so a slower host or workload cannot be told apart",
             ratio=ratio,
         )
-    return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+    peers = judged
+    if peers and ratio < statistics.median(peers) * (1.0 + cfg.threshold):
+        return DriftFinding(
+            drifted=False,
+            reason="ServiceWide",
+            message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline, and its {len(peers)} "
+            f"peer(s)' {statistics.median(peers) - 1:.0%} longer than it at the same batch sizes: the whole "
+            "service is slower, not this engine",
+            ratio=ratio,
+        )
+    return DriftFinding(
+        drifted=True,
+        reason="ThroughputDrift",
+        message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline at the same batch sizes "
+        f"(median of {len(ratios)} windows over {cfg.sustain_seconds:.0f}s; threshold {cfg.threshold:.0%}"
+        + (f"; its {len(peers)} peer(s) {statistics.median(peers) - 1:+.0%})" if peers else "; no peer to compare)"),
+        ratio=ratio,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +236,23 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
     horizon = sample.t - cfg.sustain_seconds - cfg.sample_window_seconds
     baseline = learn(state.baseline, windows, after=ready_at + cfg.warmup_seconds, needed=cfg.baseline_windows)
     return DriftTracker(baseline=baseline, windows=tuple(w for w in windows if w.t_end >= horizon), pending=(sample,))
+
+
+def peer_ratios(
+    trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec
+) -> tuple[float | None, ...]:
+    """Each peer's current step time (its windows of the sustain span) against `pod`'s own baseline at the
+    same batch sizes; None for a peer with no such window yet. Measured against the pod's baseline, not the
+    peer's: `detect_drift` then compares the pod's step time now with its peers' step time now, same engine
+    configuration, same host, same moment. Against each peer's own baseline, the soak rolled a pod 13% over
+    its baseline because its peer read -13% against its own: two baselines, learned minutes apart while the
+    host's speed moved, disagreed by ~30% about the same healthy engine. One window is enough for a peer: a
+    peer whose busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the
+    whole service is slower."""
+    mine = trackers[pod].baseline if pod in trackers else Baseline()
+    return tuple(
+        current_ratio(mine, t.windows, now=now, cfg=cfg, needed=1) for uid, t in trackers.items() if uid != pod
+    )
 
 
 def dump_baseline(baseline: Baseline) -> str:

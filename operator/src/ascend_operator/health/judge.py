@@ -117,6 +117,8 @@ class Facts:
     group: GroupObservation | None = None
     decode_slots: int | None = None
     """`--max-num-seqs` of a P/D decode engine (its KV transfers are judged too); None: any other engine."""
+    peers: tuple[float | None, ...] = ()
+    """The service's other pods' current drift ratios (health/drift.py `peer_ratios`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,7 +276,7 @@ def _awaiting_canary(f: Facts) -> Finding | None:
 
 
 def _drifted(f: Facts) -> Finding | None:
-    drift = detect_drift(f.state.drift.baseline, f.state.drift.windows, now=f.now, cfg=f.cfg.drift)
+    drift = detect_drift(f.state.drift.baseline, f.state.drift.windows, now=f.now, cfg=f.cfg.drift, peers=f.peers)
     if not drift.drifted:
         return None
     return Finding(message=drift.message, evidence={"stepTimeRatio": round(drift.ratio or 0.0, 3)})
@@ -330,9 +332,10 @@ def judge(
     cfg: HealthSpec,
     group: GroupObservation | None = None,
     decode_slots: int | None = None,
+    peers: tuple[float | None, ...] = (),
 ) -> Verdict:
     """The pod's verdict: the first rule of `CHAIN` that holds."""
-    facts = Facts(state=state, now=now, cfg=cfg, group=group, decode_slots=decode_slots)
+    facts = Facts(state=state, now=now, cfg=cfg, group=group, decode_slots=decode_slots, peers=peers)
     for rule in CHAIN:
         found = rule.check(facts)
         if found is not None:

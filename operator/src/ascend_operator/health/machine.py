@@ -46,6 +46,9 @@ class Observations:
     chips: ChipFinding | None = None
     """The device plugin's verdict on the pod's chips and node this pass (None: nothing acted on, or the
     operator does not read the plugin's reports)."""
+    peers: tuple[float | None, ...] = ()
+    """The service's other pods' current drift ratios (health/drift.py `peer_ratios`): a slowdown they share
+    is not this pod's drift."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +104,7 @@ def step(
         state = replace(state, mismatches=obs.config)
         if obs.config:
             actions.append(Announce(type="Warning", reason=CONFIG_MISMATCH.reason, message="; ".join(obs.config)))
-    verdict = judge(state, now=now, cfg=cfg, group=obs.group, decode_slots=decode_slots)
+    verdict = judge(state, now=now, cfg=cfg, group=obs.group, decode_slots=decode_slots, peers=obs.peers)
     if obs.draining:  # out of the Service until deleted; only a hung pod still asks for a roll (no drain wait)
         stalled = verdict.roll in HUNG_REASONS
         verdict = Verdict(
