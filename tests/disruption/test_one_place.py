@@ -38,9 +38,6 @@ from tests.fixtures.spellings import string_literals
 
 PACKAGE = Path(disruption_model.__file__).resolve().parents[1]
 ENTRY = "api/reasons.py"
-#: Where a roll reason may be spelt besides its entry: a health detector's own finding, which the judge's
-#: chain (health/judge.py, from `RollReason`) turns into the verdict that asks for the roll.
-DETECTOR_FINDINGS = {"health/drift.py": {"ThroughputDrift"}}
 #: Spellings that should read the entry and do not yet, in files another change owns. Each must still be
 #: there (a test below fails once it is gone, so the allowance goes with it).
 KNOWN: dict[str, set[str]] = {}
@@ -61,13 +58,13 @@ def test_each_reason_is_spelt_once_in_its_entry_and_nowhere_else() -> None:
     for reason in RollReason:
         where = dict(found.get(reason.value, {}))
         assert where.pop(ENTRY, 0) == 1, (reason, found.get(reason.value))
-        allowed = {m for m, spellings in (DETECTOR_FINDINGS | KNOWN).items() if reason.value in spellings}
+        allowed = {m for m, spellings in KNOWN.items() if reason.value in spellings}
         assert set(where) <= allowed, (reason, where)
 
 
 def test_every_allowance_is_still_needed() -> None:
     found = spelt()
-    for module, reasons in (DETECTOR_FINDINGS | KNOWN).items():
+    for module, reasons in KNOWN.items():
         for reason in reasons:
             assert module in found.get(reason, {}), f"{module} no longer spells {reason}: drop its allowance"
 

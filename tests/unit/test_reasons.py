@@ -41,9 +41,6 @@ from tests.fixtures.examples import ROOT
 
 SOURCE = ROOT / "operator" / "src" / "ascend_operator"
 API_PAGE = ROOT / "docs" / "api.md"
-#: Finding reasons of detectors another change converts (issue 37 item 3 follow-up): internal to the
-#: detector (the judge turns a finding into a VerdictReason), never written as they are.
-NOT_YET = {"health/drift.py"}
 #: Files whose reasons are another API's words: the CRD's CEL rules name the API server's own field error
 #: reasons (x-kubernetes-validations `reason: FieldValueInvalid`).
 FOREIGN = {"crd.py"}
@@ -112,7 +109,7 @@ def test_every_reason_literal_in_the_operator_is_a_member() -> None:
     strays = []
     for path in sorted(SOURCE.rglob("*.py")):
         where = path.relative_to(SOURCE).as_posix()
-        if where in NOT_YET | FOREIGN:
+        if where in FOREIGN:
             continue
         for line, said in reason_literals(ast.parse(path.read_text())):
             if said not in MEMBERS:

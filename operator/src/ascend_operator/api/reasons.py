@@ -158,9 +158,16 @@ class DetectorFinding(StrEnum):
     """Drift: spec.health.drift.enabled is false."""
     WITHIN_BASELINE = "WithinBaseline"
     """Drift: the engine's step times at each batch size are within the threshold of its own baseline."""
+    SERVICE_WIDE = "ServiceWide"
+    """Drift: the pod's steps are slower than its baseline, but its service peers' steps, measured against
+    the same baseline at the same moment, are as slow: the workload or the platform changed, not this
+    engine, and rolling it would not help."""
+    PEERS_LEARNING = "PeersLearning"
+    """Drift: the service has peers but none has a comparable window yet (just replaced): alone, a pod
+    cannot tell its own slowness from the host's, so it is not judged until one has."""
     THROUGHPUT_DRIFT = RollReason.DRIFT.value
-    """Drift: steps take longer than the pod's baseline by more than the threshold, sustained (the verdict
-    ThroughputDrift)."""
+    """Drift: steps take longer than the pod's baseline by more than the threshold, sustained, and longer
+    than its peers' by the threshold too (the verdict ThroughputDrift)."""
 
 
 class ReadyReason(StrEnum):

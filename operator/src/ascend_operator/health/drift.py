@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ascend_operator.api.health import DriftSpec
+from ascend_operator.api.reasons import DetectorFinding
 from ascend_operator.health.samples import EngineSample
 
 #: Above this many prompt tokens per engine step (prefills that completed) a window is not comparable.
@@ -78,7 +79,7 @@ class DriftFinding:
     """The drift verdict."""
 
     drifted: bool
-    reason: str
+    reason: DetectorFinding
     message: str
     ratio: float | None = None
 
@@ -178,21 +179,25 @@ def detect_drift(
     `peer_ratios`; None: that peer has no comparable window yet) by the threshold too; with peers and none of
     them comparable yet, no verdict."""
     if not cfg.enabled:
-        return DriftFinding(drifted=False, reason="Disabled", message="drift detection is off")
+        return DriftFinding(drifted=False, reason=DetectorFinding.DISABLED, message="drift detection is off")
     ratios = _ratios(baseline, windows, now=now, cfg=cfg)
     needed = _needed(cfg)
     if len(ratios) < needed:
         return DriftFinding(
-            drifted=False, reason="InsufficientData", message=f"{len(ratios)} comparable windows, {needed} needed"
+            drifted=False,
+            reason=DetectorFinding.INSUFFICIENT_DATA,
+            message=f"{len(ratios)} comparable windows, {needed} needed",
         )
     ratio = statistics.median(ratios)
     if ratio < 1.0 + cfg.threshold:
-        return DriftFinding(drifted=False, reason="WithinBaseline", message=f"step-time ratio {ratio:.2f}", ratio=ratio)
+        return DriftFinding(
+            drifted=False, reason=DetectorFinding.WITHIN_BASELINE, message=f"step-time ratio {ratio:.2f}", ratio=ratio
+        )
     judged = [p for p in peers if p is not None]
     if peers and not judged:
         return DriftFinding(
             drifted=False,
-            reason="PeersLearning",
+            reason=DetectorFinding.PEERS_LEARNING,
             message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline; none of its {len(peers)} "
             "peer(s) has a busy window at these batch sizes yet, so a slower host or workload cannot be told apart",
             ratio=ratio,
@@ -201,7 +206,7 @@ def detect_drift(
     if peers and ratio < statistics.median(peers) * (1.0 + cfg.threshold):
         return DriftFinding(
             drifted=False,
-            reason="ServiceWide",
+            reason=DetectorFinding.SERVICE_WIDE,
             message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline, and its {len(peers)} "
             f"peer(s)' {statistics.median(peers) - 1:.0%} longer than it at the same batch sizes: the whole "
             "service is slower, not this engine",
@@ -209,7 +214,7 @@ def detect_drift(
         )
     return DriftFinding(
         drifted=True,
-        reason="ThroughputDrift",
+        reason=DetectorFinding.THROUGHPUT_DRIFT,
         message=f"engine steps take {ratio - 1:.0%} longer than this pod's baseline at the same batch sizes "
         f"(median of {len(ratios)} windows over {cfg.sustain_seconds:.0f}s; threshold {cfg.threshold:.0%}"
         + (f"; its {len(peers)} peer(s) {statistics.median(peers) - 1:+.0%})" if peers else "; no peer to compare)"),
