@@ -21,6 +21,7 @@ timed-out build is not retried: the test's own fixture asks again and fails with
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -52,6 +53,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "tools(*stages): the hack/build-k8s.sh stages a test runs without a fixture naming them"
     )
+    # hack/test.sh starts lane B with `&` from a non-interactive shell, which starts it with SIGINT ignored
+    # (bash: "asynchronous commands ignore SIGINT"), and Python keeps an ignored SIGINT ignored: the fail-fast
+    # `kill -INT` then did nothing, and a red quick tier still waited ~30 minutes for lane B (seen 2026-12-05).
+    # Python's own handler makes SIGINT a KeyboardInterrupt again, so the fixtures tear down what they started.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def stages(item: pytest.Item) -> list[str]:
