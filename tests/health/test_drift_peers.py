@@ -33,8 +33,8 @@ def tracker(slowdown: float | None, *, windows_in_span: int = 6, learned_at: flo
     return DriftTracker(baseline=baseline, windows=windows)
 
 
-# (case, this pod's slowdown, the peers' slowdowns, verdict reason)
-TABLE = [
+# (case, this pod's slowdown, the peers' slowdowns or kinds without a comparable window, verdict reason)
+TABLE: list[tuple[str, float, list[float | str], str]] = [
     ("this engine +50%, peers steady: its own fault", 1.5, [1.0], "ThroughputDrift"),
     ("everyone +50% (host or workload): nobody rolls", 1.5, [1.5], "ServiceWide"),
     ("everyone +50%, three peers", 1.5, [1.45, 1.55, 1.5], "ServiceWide"),
@@ -42,18 +42,29 @@ TABLE = [
     ("this +15%, peers +10%: within the threshold of them", 1.15, [1.10], "ServiceWide"),
     ("one slow peer does not shield the others: median", 1.5, [1.5, 1.0, 1.0], "ThroughputDrift"),
     ("one replica: no peer, its own baseline decides", 1.5, [], "ThroughputDrift"),
-    ("the one peer is still learning: no verdict until it can say", 1.5, [None], "PeersLearning"),
-    ("one peer learning, one steady: judged against the steady one", 1.5, [None, 1.0], "ThroughputDrift"),
-    ("one peer learning, one as slow: service-wide", 1.5, [None, 1.5], "ServiceWide"),
+    ("the one peer is still learning: no verdict until it can say", 1.5, ["learning"], "PeersLearning"),
+    ("the one peer is not Ready yet (a successor loading): no verdict", 1.5, ["starting"], "PeersLearning"),
+    ("the one peer, Ready for long, is idle: its own baseline decides", 1.5, ["idle"], "ThroughputDrift"),
+    ("one peer learning, one steady: judged against the steady one", 1.5, ["learning", 1.0], "ThroughputDrift"),
+    ("one peer learning, one as slow: service-wide", 1.5, ["learning", 1.5], "ServiceWide"),
     ("this +5%, peers steady: within its baseline", 1.05, [1.0], "WithinBaseline"),
 ]
 
 
+#: When each kind of peer without a comparable window became Ready: 10 s ago (inside the soak's 105 s
+#: learning span), not yet, or long ago (then it is idle, not learning).
+READY_SINCE = {"learning": NOW - 10, "starting": None, "idle": 0.0}
+
+
 @pytest.mark.parametrize(("case", "mine", "peers", "reason"), TABLE, ids=[row[0] for row in TABLE])
-def test_drift_against_own_baseline_and_peers(case: str, mine: float, peers: list[float | None], reason: str) -> None:
-    trackers = {"me": tracker(mine), **{f"peer{i}": tracker(p) for i, p in enumerate(peers)}}
-    ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG)
-    assert len(ratios) == len(peers)
+def test_drift_against_own_baseline_and_peers(case: str, mine: float, peers: list[float | str], reason: str) -> None:
+    trackers = {"me": tracker(mine)}
+    since: dict[str, float | None] = {"me": 0.0}
+    for i, p in enumerate(peers):
+        trackers[f"peer{i}"] = tracker(p if isinstance(p, float) else None)
+        since[f"peer{i}"] = READY_SINCE[p] if isinstance(p, str) else 0.0
+    ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG, ready_since=since)
+    assert len(ratios) == len([p for p in peers if p != "idle"])
     me = trackers["me"]
     finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
     assert finding.reason == reason, (case, finding.message)
@@ -66,7 +77,7 @@ def test_peers_are_compared_by_their_step_time_now_not_by_their_own_baselines() 
     peer reads -13%, and the pod would roll; against the pod's baseline the peer's steps are as slow as the
     pod's, and nobody rolls."""
     trackers = {"me": tracker(1.13), "peer": tracker(1.13, learned_at=1.3)}
-    ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG)
+    ratios = peer_ratios(trackers, "me", now=NOW, cfg=CFG, ready_since=dict.fromkeys(trackers, 0.0))
     assert ratios == pytest.approx((1.13,), rel=0.02)
     me = trackers["me"]
     finding = detect_drift(me.baseline, me.windows, now=NOW, cfg=CFG, peers=ratios)
@@ -82,7 +93,7 @@ def test_a_peer_with_one_busy_window_in_the_span_still_counts() -> None:
         trackers["me"].windows,
         now=NOW,
         cfg=CFG,
-        peers=peer_ratios(trackers, "me", now=NOW, cfg=CFG),
+        peers=peer_ratios(trackers, "me", now=NOW, cfg=CFG, ready_since=dict.fromkeys(trackers, 0.0)),
     )
     assert finding.reason == "ServiceWide"
 

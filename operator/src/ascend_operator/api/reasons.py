@@ -163,8 +163,10 @@ class DetectorFinding(StrEnum):
     the same baseline at the same moment, are as slow: the workload or the platform changed, not this
     engine, and rolling it would not help."""
     PEERS_LEARNING = "PeersLearning"
-    """Drift: the service has peers but none has a comparable window yet (just replaced): alone, a pod
-    cannot tell its own slowness from the host's, so it is not judged until one has."""
+    """Drift: the pod's peers are all still learning (not Ready yet, or Ready for less than the drift
+    warm-up plus its baseline windows: just replaced) and none has a comparable window: alone, a pod cannot
+    tell its own slowness from the host's, so it is not judged until one has. An idle peer Ready for longer
+    holds nothing back: the pod is then judged on its own baseline."""
     THROUGHPUT_DRIFT = RollReason.DRIFT.value
     """Drift: steps take longer than the pod's baseline by more than the threshold, sustained, and longer
     than its peers' by the threshold too (the verdict ThroughputDrift)."""

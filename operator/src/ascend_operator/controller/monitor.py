@@ -311,7 +311,11 @@ async def health_pass(
             draining=pod.drain is not None,
             chips=_chip_finding(mon, state, pod, every),
             peers=peer_ratios(
-                {u: h.drift for u, h in state.pods.items()}, pod.uid, now=mon.mono(), cfg=spec.health.drift
+                {u: h.drift for u, h in state.pods.items()},
+                pod.uid,
+                now=mon.mono(),
+                cfg=spec.health.drift,
+                ready_since={u: h.ready_since for u, h in state.pods.items()},
             ),
         )
         health = state.pods[pod.uid]

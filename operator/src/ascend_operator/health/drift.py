@@ -243,21 +243,42 @@ def track(state: DriftTracker, sample: EngineSample, *, ready_at: float, cfg: Dr
     return DriftTracker(baseline=baseline, windows=tuple(w for w in windows if w.t_end >= horizon), pending=(sample,))
 
 
+def learning_seconds(cfg: DriftSpec) -> float:
+    """How long after Ready a pod learns its baseline at the soonest: the warm-up, then its baseline windows."""
+    return cfg.warmup_seconds + cfg.baseline_windows * cfg.sample_window_seconds
+
+
 def peer_ratios(
-    trackers: Mapping[str, DriftTracker], pod: str, *, now: float, cfg: DriftSpec
+    trackers: Mapping[str, DriftTracker],
+    pod: str,
+    *,
+    now: float,
+    cfg: DriftSpec,
+    ready_since: Mapping[str, float | None],
 ) -> tuple[float | None, ...]:
     """Each peer's current step time (its windows of the sustain span) against `pod`'s own baseline at the
-    same batch sizes; None for a peer with no such window yet. Measured against the pod's baseline, not the
-    peer's: `detect_drift` then compares the pod's step time now with its peers' step time now, same engine
-    configuration, same host, same moment. Against each peer's own baseline, the soak rolled a pod 13% over
-    its baseline because its peer read -13% against its own: two baselines, learned minutes apart while the
-    host's speed moved, disagreed by ~30% about the same healthy engine. One window is enough for a peer: a
-    peer whose busy windows are rarer (a P/D decode engine, a lighter-loaded replica) still says whether the
-    whole service is slower."""
+    same batch sizes; None for a peer still learning (not Ready, or Ready for less than `learning_seconds`)
+    with no such window yet. A peer Ready for longer with no comparable window (idle: no busy window, or busy
+    at other batch sizes) says nothing about the host and holds nothing back, so it is left out: the pod is
+    then judged on its own baseline, as a one-replica service is (an e2e drift drill with one loaded replica
+    and one idle never rolled while idle peers counted as learning).
+
+    Measured against the pod's baseline, not the peer's: `detect_drift` then compares the pod's step time now
+    with its peers' step time now, same engine configuration, same host, same moment. Against each peer's own
+    baseline, the soak rolled a pod 13% over its baseline because its peer read -13% against its own: two
+    baselines, learned minutes apart while the host's speed moved, disagreed by ~30% about the same healthy
+    engine. One window is enough for a peer: a peer whose busy windows are rarer (a P/D decode engine, a
+    lighter-loaded replica) still says whether the whole service is slower."""
     mine = trackers[pod].baseline if pod in trackers else Baseline()
-    return tuple(
-        current_ratio(mine, t.windows, now=now, cfg=cfg, needed=1) for uid, t in trackers.items() if uid != pod
-    )
+    ratios: list[float | None] = []
+    for uid, peer in trackers.items():
+        if uid == pod:
+            continue
+        ratio = current_ratio(mine, peer.windows, now=now, cfg=cfg, needed=1)
+        since = ready_since.get(uid)
+        if ratio is not None or since is None or now - since < learning_seconds(cfg):
+            ratios.append(ratio)
+    return tuple(ratios)
 
 
 def dump_baseline(baseline: Baseline) -> str:
