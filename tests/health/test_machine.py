@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from ascend_operator.api.health import HealthSpec
-from ascend_operator.api.reasons import VerdictReason
-from ascend_operator.health.judge import CanaryOutcome
-from ascend_operator.health.machine import Observations, SetGate, resume, step
+from ascend_operator.api.reasons import EventReason, VerdictReason
+from ascend_operator.health.judge import CanaryOutcome, PodHealth
+from ascend_operator.health.machine import Announce, Observations, SetGate, resume, step
 from ascend_operator.health.samples import EngineSample
 from harness.replay import replay
 from harness.traces import KV_POOL_DSA_CP, hang, long_prefill, steady
@@ -86,3 +86,48 @@ def test_a_gate_is_written_once_per_change() -> None:
     assert writes == [
         SetGate(ready=True, reason=VerdictReason.CANARY_PASSING, message="tokens come back and the engine advances")
     ]
+
+
+def _serving(restarts: int) -> tuple[PodHealth, EngineSample]:
+    """A pod Ready on a passing canary at t=5, its engine container restarted `restarts` times so far."""
+    state = replace(resume(None), mismatches=())
+    sample = EngineSample(t=0.0, running=1, generation_tokens=10.0, iterations=10.0)
+    ok = CanaryOutcome(ok=True, before=sample, after=replace(sample, t=1.0, generation_tokens=14.0), ended=1.0)
+    later = replace(sample, t=5.0, generation_tokens=20.0, iterations=20.0)
+    state, verdict, _ = step(state, Observations(sample=later, canary=ok, restarts=restarts), now=5.0, cfg=CFG)
+    assert verdict.ready
+    return state, later
+
+
+def test_a_crash_shorter_than_the_canarys_vouching_window_takes_the_pod_out_until_it_passes_again() -> None:
+    # The engine exited and the kubelet restarted it between two scrapes: the next scrape answers (the new
+    # process's counters from 0), and the canary that passed 5 s ago would vouch for it for ~70 s.
+    state, _sample = _serving(restarts=0)
+    fresh = EngineSample(t=10.0, running=0, generation_tokens=0.0, iterations=0.0)
+    crashed = Observations(sample=fresh, restarts=1, last_exit="Error, exit code 1")
+    state, verdict, actions = step(state, crashed, now=10.0, cfg=CFG)
+    announced = [a for a in actions if isinstance(a, Announce)]
+    assert [a.reason for a in announced] == [EventReason.ENGINE_RESTARTED]
+    assert "1 restart(s) (its previous run: Error, exit code 1)" in announced[0].message
+    assert SetGate(ready=False, reason=verdict.reason, message=verdict.message) in actions
+    assert not verdict.ready
+    assert verdict.roll is None
+    assert state.samples == (fresh,)
+    assert state.last_canary is None
+    assert state.mismatches is None
+    # Ready again once the new process's config check and a canary pass; the event is not posted twice
+    ok = CanaryOutcome(ok=True, before=fresh, after=replace(fresh, t=11.0, generation_tokens=4.0), ended=11.0)
+    later = replace(fresh, t=15.0, generation_tokens=10.0, iterations=10.0)
+    state, verdict, actions = step(state, Observations(sample=later, canary=ok, config=(), restarts=1), now=15, cfg=CFG)
+    assert verdict.ready
+    assert not [a for a in actions if isinstance(a, Announce)]
+
+
+def test_a_restart_count_seen_first_is_history_not_a_crash() -> None:
+    # An operator that starts (or a pod first seen) reads the count the pod already has: no event, no reset.
+    state, sample = _serving(restarts=3)
+    later = replace(sample, t=10.0, generation_tokens=30.0, iterations=30.0)
+    state, verdict, actions = step(state, Observations(sample=later, restarts=3), now=10.0, cfg=CFG)
+    assert verdict.ready
+    assert not [a for a in actions if isinstance(a, Announce)]
+    assert len(state.samples) == 2

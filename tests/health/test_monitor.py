@@ -351,3 +351,31 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
         assert state.scrape_failures == {}  # a gone pod's count goes with it
     finally:
         await state.close()
+
+
+async def test_an_engine_restarted_by_the_kubelet_is_announced_and_taken_out_not_rolled(
+    example: ParsedService,
+) -> None:
+    """The kubelet restarted the engine container between two passes (it exited; the pod and its IP stay):
+    one EngineRestarted event, the gate goes False until the new process passes again, no deletion."""
+    running = pod("a-0", "u0", "127.0.0.2")
+    running["status"]["containerStatuses"] = [{"name": "engine", "restartCount": 0, "state": {"running": {}}}]
+    kube = cluster(running)
+    state, memory, events = MonitorState(), ServiceMemory(), list[str]()
+    mon = monitor(kube, FakeEngines(), events)
+    spec = example.spec.model_copy(update={"health": HealthSpec(startup_grace_seconds=0)})
+    try:
+        await health_pass(mon, spec=spec, namespace="ns", service="a", state=state, memory=memory)
+        state.pods["u0"] = replace(state.pods["u0"], gate=(True, "CanaryPassing"), mismatches=(), served=True)
+        stored = kube.obj("Pod", "a-0")
+        assert stored is not None
+        stored["status"]["containerStatuses"][0].update(
+            restartCount=1, lastState={"terminated": {"reason": "Error", "exitCode": 1}}
+        )
+        for _ in range(2):  # the event once, not per pass
+            await health_pass(mon, spec=spec, namespace="ns", service="a", state=state, memory=memory)
+        assert events.count("EngineRestarted") == 1
+        assert gates(kube)[-1][:2] == ("a-0", "False")
+        assert not kube.requests("delete", kind="Pod")
+    finally:
+        await state.close()

@@ -320,6 +320,10 @@ class EventReason(StrEnum):
     reason)."""
     ROLLED = "Rolled"
     """Warning: a pod is recreated for a health reason (the message has the evidence)."""
+    ENGINE_RESTARTED = "EngineRestarted"
+    """Warning: the kubelet restarted a pod's engine container (it exited: the message has how). The pod is
+    not rolled: its readiness, samples, canary and config check start over, as for a new engine, and the
+    kubelet's own back-off applies. Check the engine's previous log (`kubectl logs --previous`)."""
 
 
 class RolloutSignal(StrEnum):

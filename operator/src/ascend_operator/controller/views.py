@@ -17,6 +17,7 @@ from ascend_operator.api.constants import (
     ANNOTATION_DRAIN,
     ANNOTATION_DRIFT_BASELINE,
     ANNOTATION_SPEC_HASH,
+    ENGINE_CONTAINER,
     KNOWN_NPU_RESOURCES,
     LABEL_REPLICA,
     LABEL_REVISION,
@@ -57,6 +58,8 @@ class PodView:
     CrashLoopBackOff, ContainerCreating, ...), as the kubelet reports it."""
     restarts: int = 0
     """Container restarts summed over the pod's containers."""
+    engine_restarts: int | None = None
+    """The engine container's restart count (None: the kubelet reports no status for it yet)."""
     last_exit: str | None = None
     """How the last terminated container run ended ("Error, exit code 1"), for CrashLoopBackOff."""
     drain: Mapping[str, str] | None = None
@@ -152,6 +155,9 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         worker_index=_index(meta.get("labels") or {}, LWS_WORKER_INDEX_LABEL),
         waiting=_waiting(containers),
         restarts=sum(int(cs.get("restartCount") or 0) for cs in containers),
+        engine_restarts=next(
+            (int(cs.get("restartCount") or 0) for cs in containers if cs.get("name") == ENGINE_CONTAINER), None
+        ),
         last_exit=_last_exit(containers),
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),

@@ -46,6 +46,8 @@ class PodHealth:
     """The readiness gate (ready, reason) last written, None when unknown or its write failed."""
     chips: ChipFinding | None = None
     """The device plugin's verdict on the pod's chips and node at the last pass (health/chips.py)."""
+    restarts: int | None = None
+    """The engine container's restart count at the last step (the kubelet's), None until first seen."""
 
 
 @dataclass(frozen=True, kw_only=True)

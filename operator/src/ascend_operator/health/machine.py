@@ -9,7 +9,7 @@ decision in between is here, so it is tested with a fake clock and no cluster, a
 from dataclasses import dataclass, field, replace
 
 from ascend_operator.api.health import HealthSpec
-from ascend_operator.api.reasons import VerdictReason
+from ascend_operator.api.reasons import EventReason, VerdictReason
 from ascend_operator.disruption.model import HUNG_REASONS, RollReason
 from ascend_operator.health.chips import ChipFinding
 from ascend_operator.health.drift import Baseline, DriftTracker
@@ -49,6 +49,10 @@ class Observations:
     peers: tuple[float | None, ...] = ()
     """The service's other pods' current drift ratios (health/drift.py `peer_ratios`): a slowdown they share
     is not this pod's drift."""
+    restarts: int | None = None
+    """The engine container's restart count as the kubelet reports it (None: not known)."""
+    last_exit: str = ""
+    """How the engine container's previous run ended, as the kubelet reports it ("Error, exit code 1")."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +78,7 @@ class Announce:
     """Post an event about the pod."""
 
     type: str
-    reason: VerdictReason
+    reason: VerdictReason | EventReason
     message: str
 
 
@@ -95,6 +99,9 @@ def step(
     """Fold the observations in, judge, and say what to do. `decode_slots`: the pod is a P/D decode engine
     with this `--max-num-seqs` (health/stall.py `_transfer_stuck`); None: any other engine."""
     actions: list[Action] = []
+    state, restarted = _restart(state, obs)
+    if restarted is not None:
+        actions.append(restarted)
     if obs.sample is not None:
         state = fold_sample(state, obs.sample, cfg=cfg)
     if obs.canary is not None:
@@ -126,6 +133,29 @@ def step(
     if verdict.roll is not None:
         actions.append(RequestRoll(reason=verdict.roll, message=verdict.message, evidence=verdict.evidence))
     return state, verdict, tuple(actions)
+
+
+def _restart(state: PodHealth, obs: Observations) -> tuple[PodHealth, Announce | None]:
+    """The kubelet restarted the engine container since the last step: a new engine process in the same pod.
+    What the operator knew of the old one no longer holds: its samples (the new process's counters start
+    from 0), its canaries (one that passed vouched for a process now gone: a crash shorter than its vouching
+    window went unseen before), its effective config and its Ready time (drift windows start again; the
+    learned baseline stays, same pod and chips). The gate is forgotten so the next verdict takes it down
+    until the new process passes again; the startup grace is not restarted (the pod served: an engine
+    that does not answer is NotAnswering, which never rolls). No roll: the kubelet restarts it already."""
+    if obs.restarts is None or state.restarts == obs.restarts:
+        return state, None
+    known = state.restarts
+    state = replace(state, restarts=obs.restarts)
+    if known is None or obs.restarts < known:  # first seen (or a new pod object under the same uid: none)
+        return state, None
+    fresh = PodHealth(restarts=obs.restarts, served=state.served, drift=DriftTracker(baseline=state.drift.baseline))
+    ended = f" (its previous run: {obs.last_exit})" if obs.last_exit else ""
+    message = (
+        f"engine container restarted by the kubelet, {obs.restarts} restart(s){ended}: out of the Service until"
+        " its config check and a canary pass again"
+    )
+    return fresh, Announce(type="Warning", reason=EventReason.ENGINE_RESTARTED, message=message)
 
 
 def gate_not_written(state: PodHealth) -> PodHealth:
