@@ -21,6 +21,7 @@ from ascend_operator.clients.kube import ApiRefused
 from ascend_operator.controller.inference_pool import PoolAction, plan_pool, sync_inference_pool
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.controller.views import stored_status
 from ascend_operator.render.desired import Desired
 from ascend_operator.render.inferencepool import build_inference_pool
 from ascend_operator.render.pod import Owner
@@ -141,7 +142,7 @@ async def test_turning_routing_off_deletes_our_pool_and_drops_the_condition(rout
     on = await sync_inference_pool(kube, _pool(routed), OWNER, previous=None)
     previous = {"conditions": [{"type": on[0][0], "status": on[0][1], "reason": on[0][2], "message": on[0][3]}]}
     unrouted = parse_resource(yaml.safe_load(EXAMPLE.read_text()))
-    off = await sync_inference_pool(kube, _pool(unrouted), OWNER, previous=previous)
+    off = await sync_inference_pool(kube, _pool(unrouted), OWNER, previous=stored_status({"status": previous}))
     assert off == ()
     assert kube.of_kind(POOL_KIND, "llm") == []
     assert pool_verbs(kube)[-1] == "delete"
@@ -198,7 +199,8 @@ async def test_an_api_server_that_does_not_answer_is_unknown_and_retried(routed:
 
 async def test_removal_refused_or_unanswered_stays_pending(routed: ParsedService) -> None:
     unrouted = parse_resource(yaml.safe_load(EXAMPLE.read_text()))
-    previous = {"conditions": [{"type": "InferencePoolReady", "status": "True", "reason": "Synced", "message": ""}]}
+    stored = {"conditions": [{"type": "InferencePoolReady", "status": "True", "reason": "Synced", "message": ""}]}
+    previous = stored_status({"status": stored})
     refused = await sync_inference_pool(cluster(refuse=403), _pool(unrouted), OWNER, previous=previous)
     assert _cond(refused) == ("InferencePoolReady", "False", "Forbidden")  # kept, so the next pass retries
     pending = await sync_inference_pool(timing_out(cluster()), _pool(unrouted), OWNER, previous=previous)

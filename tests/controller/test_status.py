@@ -1,6 +1,7 @@
 """Status and conditions computed from observations: what `kubectl get ais` and `kubectl wait` show."""
 
 from dataclasses import replace
+from typing import Any
 
 from ascend_operator.api.reasons import VerdictReason
 from ascend_operator.api.status import AscendInferenceServiceStatus, LiveStatus
@@ -12,7 +13,13 @@ from ascend_operator.controller.status import (
     overlay,
     status_changed,
 )
-from ascend_operator.controller.views import PodView
+from ascend_operator.controller.views import PodView, stored_status
+
+
+def read_back(status: dict[str, Any]) -> AscendInferenceServiceStatus:
+    """A written status as the next pass reads it back (through the model)."""
+    return stored_status({"status": status})
+
 
 T0, T1 = "2026-11-29T10:00:00Z", "2026-11-29T10:05:00Z"
 
@@ -87,10 +94,10 @@ def test_rolling_update_is_progressing() -> None:
 
 def test_transition_time_moves_only_when_status_changes() -> None:
     first = compute_status(obs([pod(0, ready=False)]), previous=None, now=T0)
-    same = compute_status(obs([pod(0, ready=False)]), previous=first, now=T1)
+    same = compute_status(obs([pod(0, ready=False)]), previous=read_back(first), now=T1)
     assert same == first
     assert not status_changed(first, same)
-    ready = compute_status(obs([pod(0)]), previous=first, now=T1)
+    ready = compute_status(obs([pod(0)]), previous=read_back(first), now=T1)
     times = {c["type"]: c["lastTransitionTime"] for c in ready["conditions"]}
     assert times == {"Ready": T1, "Available": T1, "Progressing": T1, "Degraded": T0}
     assert status_changed(first, ready)
@@ -108,9 +115,9 @@ def test_events_announce_degradation_and_readiness_once() -> None:
     message = "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910."
     short = compute_status(obs([pod(0, ready=False, unschedulable=message)]), previous=None, now=T0)
     assert condition_events(None, short) == [("Warning", "InsufficientNPU", f"pod svc-0: InsufficientNPU: {message}")]
-    assert condition_events(short, short) == []
-    healed = compute_status(obs([pod(0)]), previous=short, now=T1)
-    assert condition_events(short, healed) == [("Normal", "AllReplicasReady", "1/1 replicas ready")]
+    assert condition_events(read_back(short), short) == []
+    healed = compute_status(obs([pod(0)]), previous=read_back(short), now=T1)
+    assert condition_events(read_back(short), healed) == [("Normal", "AllReplicasReady", "1/1 replicas ready")]
 
 
 LIVE = {"metrics": {"tokensPerSecond": 812.4}, "tokensPerSecondDisplay": "812.4", "kvCacheUsageDisplay": "12.0%"}
@@ -126,7 +133,7 @@ def test_live_engine_figures_alone_are_written_at_most_every_interval() -> None:
     moved = {**first, "metrics": {"tokensPerSecond": 790.1}, "tokensPerSecondDisplay": "790.1"}
     unready = compute_status(
         Observed(generation=1, replicas=1, spec_hash="h", pods=[pod(0, ready=False)], extra=LIVE_PART),
-        previous=first,
+        previous=read_back(first),
         now=T1,
     )
     cases = [  # (stored, new, seconds since the last write, due)

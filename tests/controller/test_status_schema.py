@@ -26,7 +26,7 @@ from ascend_operator.controller.deletions import Site, disrupt, observe_groups
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import ConditionRecord, Observed, compute_status, merge_patch, overlay, whole
-from ascend_operator.controller.views import PodView
+from ascend_operator.controller.views import PodView, stored_status
 from ascend_operator.disruption import Candidate, RollReason
 from ascend_operator.health.aggregate import service_metrics
 from ascend_operator.health.samples import EngineSample
@@ -124,7 +124,10 @@ def test_every_status_the_reconcile_loop_writes_is_valid_under_the_crd() -> None
     }
     assert errors(None, serving) == []
     assert not {"rolls", "lastRoll"} & set(serving)  # the disruption step's: a status write never resets them
-    writes = {what: compute_status(o, previous=serving, now=T1) for what, o in after_serving.items()}
+    writes = {
+        what: compute_status(o, previous=stored_status({"status": serving}), now=T1)
+        for what, o in after_serving.items()
+    }
     for what, patch in writes.items():
         assert errors(serving, patch) == [], what
         assert errors(None, patch) == [], what  # also as the first write

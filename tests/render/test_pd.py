@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.controller.disaggregation import pair_conditions, role_status
+from ascend_operator.controller.disaggregation import pair_conditions, read_roles, role_status
 from ascend_operator.health.stall import decode_slots
 from ascend_operator.render.args import build_engine_args
 from ascend_operator.render.disaggregation import build_role_service, role_spec
@@ -189,8 +190,9 @@ def test_the_parent_serves_only_while_both_roles_do() -> None:
         PdRole.PREFILL: role_body(True, ready_replicas=1),
         PdRole.DECODE: role_body(False, ready_replicas=0, available=False, reason="Stalled"),
     }
-    roles = [role_status(r, bodies[r], desired=1, group="dsv4") for r in PdRole]
-    ready, available, progressing, degraded = pair_conditions(roles, bodies)
+    seen = read_roles(bodies)
+    roles = [role_status(r, seen[r], desired=1, group="dsv4") for r in PdRole]
+    ready, available, progressing, degraded = pair_conditions(roles, seen)
     assert (ready.status, ready.reason) == ("False", "Stalled")
     assert "decode" in ready.message
     assert "prefill 1/1" in ready.message
@@ -201,13 +203,15 @@ def test_the_parent_serves_only_while_both_roles_do() -> None:
     assert degraded.status == "False"
 
     bodies[PdRole.DECODE] = role_body(True, ready_replicas=1)
-    roles = [role_status(r, bodies[r], desired=1, group="dsv4") for r in PdRole]
-    ready, available, progressing, _ = pair_conditions(roles, bodies)
+    seen = read_roles(bodies)
+    roles = [role_status(r, seen[r], desired=1, group="dsv4") for r in PdRole]
+    ready, available, progressing, _ = pair_conditions(roles, seen)
     assert (ready.status, available.status, progressing.status) == ("True", "True", "False")
 
     bodies[PdRole.PREFILL] = None  # not created yet
-    roles = [role_status(r, bodies[r], desired=1, group="dsv4") for r in PdRole]
-    ready, _, progressing, _ = pair_conditions(roles, bodies)
+    seen = read_roles(bodies)
+    roles = [role_status(r, seen[r], desired=1, group="dsv4") for r in PdRole]
+    ready, _, progressing, _ = pair_conditions(roles, seen)
     assert (ready.status, ready.reason) == ("False", "NotCreated")
     assert "prefill: starting" in progressing.message
 
@@ -252,3 +256,22 @@ def test_only_the_decode_role_is_judged_on_its_kv_transfers_with_its_own_max_num
     assert decode_slots(child(spec, PdRole.DECODE)) == 48
     assert decode_slots(child(spec, PdRole.PREFILL)) is None
     assert decode_slots(parse_resource(example_body).spec) is None
+
+
+def test_a_malformed_role_status_is_read_once_per_pass(caplog: pytest.LogCaptureFixture) -> None:
+    """A role's stored status with a field that does not validate: the field is left out with one warning
+    for the pass, however many of the parent's conditions ask about that role."""
+    bad = role_body(True, ready_replicas=1)
+    bad["status"]["readyReplicas"] = "three"
+    bodies: dict[PdRole, dict[str, Any] | None] = {
+        PdRole.PREFILL: bad,
+        PdRole.DECODE: role_body(True, ready_replicas=1),
+    }
+    with caplog.at_level(logging.WARNING):
+        seen = read_roles(bodies)
+        roles = [role_status(r, seen[r], desired=1, group="dsv4") for r in PdRole]
+        ready, available, _, _ = pair_conditions(roles, seen)
+    assert len(caplog.records) == 1
+    assert "readyReplicas" in caplog.records[0].message
+    assert roles[0].ready_replicas == 0  # left out: the rest of the role's status still counts
+    assert (ready.status, available.status) == ("True", "True")

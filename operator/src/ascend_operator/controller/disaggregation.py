@@ -58,6 +58,35 @@ Bodies = Mapping[PdRole, Mapping[str, Any] | None]
 
 
 @dataclass(frozen=True, kw_only=True)
+class RoleSeen:
+    """One role's service as the pass read it: read once, its stored status through the model (a malformed
+    field is left out with one warning per pass, not one per question asked of it)."""
+
+    exists: bool
+    replicas: int | None
+    """Its spec.replicas (None: not created yet)."""
+    status: AscendInferenceServiceStatus
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.status.conditions if c.type == kind), None)
+
+
+Roles = Mapping[PdRole, RoleSeen]
+
+
+def read_roles(bodies: Bodies) -> dict[PdRole, RoleSeen]:
+    """Each role's service object, typed once for the pass."""
+    seen = {}
+    for role in ROLES:
+        body = bodies.get(role)
+        live = ((body or {}).get("spec") or {}).get("replicas")
+        seen[role] = RoleSeen(
+            exists=body is not None, replicas=None if live is None else int(live), status=stored_status(body)
+        )
+    return seen
+
+
+@dataclass(frozen=True, kw_only=True)
 class RolesSeen:
     """What the parent's status says about its roles."""
 
@@ -67,43 +96,37 @@ class RolesSeen:
     pods: int
 
 
-def had_roles(previous: Mapping[str, Any] | None) -> bool:
+def had_roles(previous: AscendInferenceServiceStatus | None) -> bool:
     """Whether the stored status lists roles: a spec that dropped spec.disaggregation still has some to remove
     (an aggregated service never had any, and asks the API server nothing for them)."""
-    return bool((previous or {}).get("roles"))
+    return previous is not None and bool(previous.roles)
 
 
-def _autoscaling(body: Mapping[str, Any] | None) -> AutoscalingStatus | None:
-    """A role's own decision (its status.autoscaling), None before it made one."""
-    return stored_status(body).autoscaling
-
-
-def pool_counts(spec: AscendInferenceServiceSpec, bodies: Bodies) -> dict[PdRole, PoolCount] | None:
-    """With spec.autoscaling, each role's engines: what its own decision asks, within the ratio (None
-    without spec.autoscaling: the pools are spec.replicas x pool.replicas)."""
+def pool_counts(spec: AscendInferenceServiceSpec, roles: Roles) -> dict[PdRole, PoolCount] | None:
+    """With spec.autoscaling, each role's engines: what its own decision asks (its status.autoscaling),
+    within the ratio (None without spec.autoscaling: the pools are spec.replicas x pool.replicas)."""
     if spec.autoscaling is None or spec.disaggregation is None:
         return None
     asks: dict[PdRole, PoolAsk] = {}
     for role in ROLES:
-        body = bodies.get(role)
-        live = ((body or {}).get("spec") or {}).get("replicas")
-        decision = _autoscaling(body)
+        seen = roles[role]
+        decision = seen.status.autoscaling
         asks[role] = PoolAsk(
-            current=pool_replicas(spec, role) if live is None else int(live),
+            current=pool_replicas(spec, role) if seen.replicas is None else seen.replicas,
             proposed=None if decision is None else decision.desired_replicas,
         )
     prefill, decode = resolve(asks[PdRole.PREFILL], asks[PdRole.DECODE], spec.autoscaling)
     return {PdRole.PREFILL: prefill, PdRole.DECODE: decode}
 
 
-def _announce(events: EventSink, desired: Desired, live: Bodies, counts: Mapping[PdRole, PoolCount]) -> None:
+def _announce(events: EventSink, desired: Desired, live: Roles, counts: Mapping[PdRole, PoolCount]) -> None:
     """An event on the parent (and its scale counter) for each pool whose engines the autoscaler moves."""
     for role, count in counts.items():
-        before = ((live.get(role) or {}).get("spec") or {}).get("replicas")
-        if before is None or int(before) == count.replicas:
+        before = live[role].replicas
+        if before is None or before == count.replicas:
             continue
-        up = count.replicas > int(before)
-        decision = _autoscaling(live.get(role))
+        up = count.replicas > before
+        decision = live[role].status.autoscaling
         why = count.held or (decision.message if decision is not None else "")
         reason = ScaleReason.SCALE_UP if up else ScaleReason.SCALE_DOWN
         events("Normal", reason, f"{role.value} {before} -> {count.replicas}: {why}")
@@ -118,7 +141,9 @@ async def ensure_roles(kube: Kube, events: EventSink, desired: Desired) -> dict[
     wanted = {body["metadata"]["name"]: body for body in desired.roles}
     spec = desired.spec
     if spec.autoscaling is not None and spec.disaggregation is not None:
-        before = {role: await kube.get(SERVICE_CR, owner.namespace, role_name(owner.name, role)) for role in ROLES}
+        before = read_roles(
+            {role: await kube.get(SERVICE_CR, owner.namespace, role_name(owner.name, role)) for role in ROLES}
+        )
         counts = pool_counts(spec, before)
         assert counts is not None
         _announce(events, desired, before, counts)
@@ -149,13 +174,9 @@ def role_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mappin
     return {"spec": desired["spec"]} if edited else None
 
 
-def _condition(body: Mapping[str, Any] | None, kind: str) -> Condition | None:
-    return next((c for c in stored_status(body).conditions if c.type == kind), None)
-
-
-def _pool_decision(body: Mapping[str, Any] | None, count: PoolCount | None) -> AutoscalingStatus | None:
+def _pool_decision(seen: RoleSeen, count: PoolCount | None) -> AutoscalingStatus | None:
     """The role's own decision as the parent acted on it: RatioBound, with why, when the ratio changed it."""
-    decision = _autoscaling(body)
+    decision = seen.status.autoscaling
     if decision is None or count is None:
         return decision
     if count.reason is None or count.held is None:
@@ -170,19 +191,19 @@ def _pool_decision(body: Mapping[str, Any] | None, count: PoolCount | None) -> A
 
 
 def role_status(
-    role: PdRole, body: Mapping[str, Any] | None, *, desired: int, group: str, count: PoolCount | None = None
+    role: PdRole, seen: RoleSeen, *, desired: int, group: str, count: PoolCount | None = None
 ) -> RoleStatus:
     """One role as its own service's status shows it (`count`: the autoscaler's, for its decision)."""
-    ready = _condition(body, READY)
+    ready = seen.condition(READY)
     return RoleStatus(
         role=role.value,
         service=role_name(group, role),
         desired_replicas=desired,
-        ready_replicas=stored_status(body).ready_replicas,
+        ready_replicas=seen.status.ready_replicas,
         ready=ready is not None and ready.status == "True",
-        reason=ready.reason if ready is not None else ("NotCreated" if body is None else "Pending"),
+        reason=ready.reason if ready is not None else ("Pending" if seen.exists else "NotCreated"),
         message=ready.message if ready is not None else "",
-        autoscaling=_pool_decision(body, count),
+        autoscaling=_pool_decision(seen, count),
     )
 
 
@@ -198,9 +219,9 @@ def _summary(roles: Sequence[RoleStatus]) -> str:
     return ", ".join(f"{r.role} {r.ready_replicas}/{r.desired_replicas}" for r in roles)
 
 
-def _states(bodies: Bodies, kind: str) -> dict[PdRole, Condition | None]:
+def _states(seen: Roles, kind: str) -> dict[PdRole, Condition | None]:
     """Each role's condition of `kind` (None while the role has none)."""
-    return {role: _condition(bodies.get(role), kind) for role in ROLES}
+    return {role: seen[role].condition(kind) for role in ROLES}
 
 
 def _pair_ready(roles: Sequence[RoleStatus]) -> ConditionRecord:
@@ -211,15 +232,15 @@ def _pair_ready(roles: Sequence[RoleStatus]) -> ConditionRecord:
     return _false(READY, Relayed(late[0].reason), f"{counts}; {late[0].role}: {late[0].message or late[0].reason}")
 
 
-def _pair_available(roles: Sequence[RoleStatus], bodies: Bodies) -> ConditionRecord:
-    idle = [role for role, cond in _states(bodies, AVAILABLE).items() if cond is None or cond.status != "True"]
+def _pair_available(roles: Sequence[RoleStatus], seen: Roles) -> ConditionRecord:
+    idle = [role for role, cond in _states(seen, AVAILABLE).items() if cond is None or cond.status != "True"]
     if not idle:
         return _true(AVAILABLE, AvailableReason.ROLES_SERVING, _summary(roles))
     return _false(AVAILABLE, AvailableReason.ROLE_UNAVAILABLE, f"no {idle[0].value} engine serves ({_summary(roles)})")
 
 
-def _pair_progressing(bodies: Bodies) -> ConditionRecord:
-    states = _states(bodies, PROGRESSING)
+def _pair_progressing(seen: Roles) -> ConditionRecord:
+    states = _states(seen, PROGRESSING)
     moving = [r for r in ROLES if (c := states[r]) is None or c.status != "False"]  # True, or no status yet
     if not moving:
         return _false(PROGRESSING, ProgressingReason.ROLES_UP_TO_DATE, "both roles run the current spec and are ready")
@@ -227,8 +248,8 @@ def _pair_progressing(bodies: Bodies) -> ConditionRecord:
     return _true(PROGRESSING, ProgressingReason.ROLES_PROGRESSING, "; ".join(said))
 
 
-def _pair_degraded(bodies: Bodies) -> ConditionRecord:
-    states = _states(bodies, DEGRADED)
+def _pair_degraded(seen: Roles) -> ConditionRecord:
+    states = _states(seen, DEGRADED)
     hurt = [r for r in ROLES if (c := states[r]) is not None and c.status == "True"]
     if not hurt:
         return _false(DEGRADED, DegradedReason.AS_EXPECTED, "")
@@ -237,10 +258,10 @@ def _pair_degraded(bodies: Bodies) -> ConditionRecord:
     return _true(DEGRADED, reason, "; ".join(f"{r.value}: {c.message}" for r, c in said.items()))
 
 
-def pair_conditions(roles: Sequence[RoleStatus], bodies: Bodies) -> list[ConditionRecord]:
+def pair_conditions(roles: Sequence[RoleStatus], seen: Roles) -> list[ConditionRecord]:
     """Ready: both roles Ready. Available: both roles have an engine serving (a request needs a prefill and a
     decode engine). Progressing and Degraded: either role's, named."""
-    return [_pair_ready(roles), _pair_available(roles, bodies), _pair_progressing(bodies), _pair_degraded(bodies)]
+    return [_pair_ready(roles), _pair_available(roles, seen), _pair_progressing(seen), _pair_degraded(seen)]
 
 
 def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesSeen:
@@ -248,11 +269,12 @@ def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesS
     is the pool's replicas of both roles, so units ready = the fewer of each role's ready / per unit)."""
     spec = parsed.spec
     assert spec.disaggregation is not None
-    counts = pool_counts(spec, bodies)
+    seen = read_roles(bodies)
+    counts = pool_counts(spec, seen)
     roles = [
         role_status(
             role,
-            bodies.get(role),
+            seen[role],
             desired=pool_replicas(spec, role) if counts is None else counts[role].replicas,
             group=owner.name,
             count=None if counts is None else counts[role],
@@ -262,8 +284,8 @@ def observe_roles(parsed: ParsedService, owner: Owner, bodies: Bodies) -> RolesS
     pools = spec.disaggregation
     per_unit = {PdRole.PREFILL: pools.prefill.replicas, PdRole.DECODE: pools.decode.replicas}
     units = min(r.ready_replicas // per_unit[PdRole(r.role)] for r in roles)
-    pods = sum(stored_status(bodies.get(role)).replicas for role in ROLES)
-    return RolesSeen(roles=roles, overrides=pair_conditions(roles, bodies), ready_units=units, pods=pods)
+    pods = sum(seen[role].status.replicas for role in ROLES)
+    return RolesSeen(roles=roles, overrides=pair_conditions(roles, seen), ready_units=units, pods=pods)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ import kopf
 
 from ascend_operator.api.constants import POOL_CRD
 from ascend_operator.api.reasons import PoolReason, Relayed
-from ascend_operator.api.status import INFERENCE_POOL_READY
+from ascend_operator.api.status import INFERENCE_POOL_READY, AscendInferenceServiceStatus
 from ascend_operator.clients.kube import ApiRefused, NotServed
 from ascend_operator.clients.resources import POOL, Kube
 from ascend_operator.controller.status import ConditionRecord
@@ -109,13 +109,11 @@ def _refused(exc: ApiRefused, name: str, namespace: str) -> ConditionRecord:
     )
 
 
-def previous_condition(previous: Mapping[str, Any] | None) -> ConditionRecord | None:
+def previous_condition(previous: AscendInferenceServiceStatus | None) -> ConditionRecord | None:
     """The InferencePoolReady condition of the stored status, if any."""
-    for cond in (previous or {}).get("conditions") or []:
-        if cond.get("type") == INFERENCE_POOL_READY:
-            return ConditionRecord(
-                INFERENCE_POOL_READY, cond["status"], Relayed(cond["reason"]), cond.get("message", "")
-            )
+    for cond in previous.conditions if previous is not None else []:
+        if cond.type == INFERENCE_POOL_READY:
+            return ConditionRecord(INFERENCE_POOL_READY, cond.status, Relayed(cond.reason), cond.message)
     return None
 
 
@@ -138,7 +136,7 @@ async def _remove(kube: Kube, owner: Owner) -> ConditionRecord | None:
 
 
 async def sync_inference_pool(
-    kube: Kube, desired: Mapping[str, Any] | None, owner: Owner, previous: Mapping[str, Any] | None
+    kube: Kube, desired: Mapping[str, Any] | None, owner: Owner, previous: AscendInferenceServiceStatus | None
 ) -> Sequence[ConditionRecord]:
     """Make the cluster's pool what render/desired.py asks (None: routing is off, so none of ours); the
     condition to report (none when routing is off)."""

@@ -183,14 +183,15 @@ def router_status(desired: Desired, deployment: Mapping[str, Any] | None) -> Rou
     )
 
 
-def router_extra(router: RouterStatus | None, previous: Mapping[str, Any] | None) -> AscendInferenceServiceStatus:
+def router_extra(
+    router: RouterStatus | None, previous: AscendInferenceServiceStatus | None
+) -> AscendInferenceServiceStatus:
     """The status field `router`: set while there is one; cleared (null) only where the stored status has one,
     so a service without a router writes nothing for it."""
     if router is not None:
         return AscendInferenceServiceStatus(router=whole(router))
-    return (
-        AscendInferenceServiceStatus(router=None) if (previous or {}).get("router") else AscendInferenceServiceStatus()
-    )
+    had = previous is not None and previous.router is not None
+    return AscendInferenceServiceStatus(router=None) if had else AscendInferenceServiceStatus()
 
 
 async def ensure_router(kube: Kube, events: EventSink, desired: Desired) -> RouterStatus | None:

@@ -36,7 +36,7 @@ from ascend_operator.controller.owned import ensure_pdb, ensure_router, ensure_s
 from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import Observed, compute_status, condition_events, overlay, status_due
-from ascend_operator.controller.views import PodView, pod_view
+from ascend_operator.controller.views import PodView, pod_view, stored_status
 from ascend_operator.render.desired import Desired, Placement
 from ascend_operator.render.fitness import allowed_versions, asks_placement, fenced, unfit
 from ascend_operator.render.lws import group_spec_hash, is_multi_node
@@ -159,9 +159,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
 
     pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
-    previous = memory.previous(body.get("status"))
+    previous = memory.previous(body.get("status"))  # as stored: what a patch is compared with (`status_due`)
+    before = stored_status({"metadata": meta, "status": previous})  # the same, read through the model
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
-    routing = [c for c in (previous_condition(previous),) if c is not None]
+    routing = [c for c in (previous_condition(before),) if c is not None]
     pair: Pair | None = None
     rollout: Rollout | None = None
     extra = overlay(AscendInferenceServiceStatus(), memory.live)
@@ -188,11 +189,11 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         await ensure_pdb(ctx.kube, ctx.events, desired)
         router = await ensure_router(ctx.kube, ctx.events, desired)
         publish_router(owner.namespace, owner.name, router)
-        extra = overlay(extra, router_extra(router, previous))
-        if parsed.spec.disaggregation is not None or had_roles(previous):
+        extra = overlay(extra, router_extra(router, before))
+        if parsed.spec.disaggregation is not None or had_roles(before):
             pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
         # after the pods: routing trouble never delays an engine
-        routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, previous))
+        routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, before))
         if rollout is not None:  # revisions and the last rollout (controller/rollout.py)
             extra = overlay(extra, rollout.extra)
             routing += [rollout.condition] if rollout.condition is not None else []
@@ -219,12 +220,12 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         selector=scale_selector(parsed.spec, owner) if parsed else f"{LABEL_SERVICE}={owner.name}",
         extra_conditions=[*routing, *([memory.autoscale_condition] if memory.autoscale_condition else [])],
     )
-    status = compute_status(pair.observed(observed) if pair else observed, previous=previous, now=ctx.now())
+    status = compute_status(pair.observed(observed) if pair else observed, previous=before, now=ctx.now())
     publish_conditions(owner.namespace, owner.name, status["conditions"])
     now = ctx.mono()
     if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):
         await ctx.kube.patch(SERVICE_CR, owner.namespace, owner.name, {"status": status}, status=True)
         memory.live_written_at, memory.written = now, status
-        for event in condition_events(previous, status):
+        for event in condition_events(before, status):
             ctx.events(*event)
     return status

@@ -176,10 +176,10 @@ def _degraded(obs: Observed, causes: Sequence[Cause]) -> ConditionRecord:
     return _cond(DEGRADED, False, DegradedReason.AS_EXPECTED, "")
 
 
-def _stamped(cond: ConditionRecord, *, before: Mapping[Any, Any], generation: int | None, now: str) -> Condition:
+def _stamped(cond: ConditionRecord, *, before: Mapping[str, Condition], generation: int | None, now: str) -> Condition:
     """The condition with its lastTransitionTime kept while its status holds, and the generation."""
     old = before.get(cond.type)
-    since = old.get("lastTransitionTime") if old and old.get("status") == cond.status else None
+    since = old.last_transition_time if old is not None and old.status == cond.status else None
     stamped = Condition(
         type=cond.type, status=cond.status, reason=cond.reason, message=cond.message, last_transition_time=since or now
     )
@@ -187,9 +187,12 @@ def _stamped(cond: ConditionRecord, *, before: Mapping[Any, Any], generation: in
     return stamped if generation is None else stamped.model_copy(update={"observed_generation": generation})
 
 
-def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> AscendInferenceServiceStatus:
+def build_status(
+    obs: Observed, *, previous: AscendInferenceServiceStatus | None, now: str
+) -> AscendInferenceServiceStatus:
     """The status the operator owns, as the API model. Only the fields it sets are its to write: the
-    rolls (written by the disruption step) are left unset, and a field set to None is one to clear."""
+    rolls (written by the disruption step) are left unset, and a field set to None is one to clear.
+    `previous`: the status as it stands, read through the model (controller/views.py `stored_status`)."""
     live = [p for p in obs.pods if not p.terminating]
     ready = sum(1 for p in live if p.ready)
     causes = _causes(obs)
@@ -201,7 +204,7 @@ def build_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str)
         *obs.extra_conditions,
     ]
     replaced = {c.type: c for c in obs.overrides}
-    before = {c.get("type"): c for c in (previous or {}).get("conditions") or []}
+    before = {c.type: c for c in previous.conditions} if previous is not None else {}
     status = AscendInferenceServiceStatus(
         observed_generation=obs.generation,
         replicas=len(live),
@@ -253,7 +256,7 @@ def merge_patch(status: BaseModel) -> dict[str, Any]:
     return status.model_dump(by_alias=True, mode="json", exclude_unset=True)
 
 
-def compute_status(obs: Observed, *, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+def compute_status(obs: Observed, *, previous: AscendInferenceServiceStatus | None, now: str) -> dict[str, Any]:
     """The status patch (camelCase, as stored) of `build_status`."""
     return merge_patch(build_status(obs, previous=previous, now=now))
 
@@ -295,14 +298,14 @@ def status_due(
     return True
 
 
-def condition_events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:
+def condition_events(previous: AscendInferenceServiceStatus | None, new: Mapping[str, Any]) -> list[Event]:
     """Events for condition transitions worth telling: Degraded turning True (or changing reason), Ready,
-    and the InferencePool going in or out of sync."""
-    before = {c["type"]: c for c in (previous or {}).get("conditions") or []}
+    and the InferencePool going in or out of sync. `previous` as it stood (typed), `new` the patch written."""
+    before = {c.type: c for c in previous.conditions} if previous is not None else {}
     events: list[Event] = []
     for cond in new.get("conditions") or []:
         old = before.get(cond["type"])
-        moved = old is None or (old.get("status"), old.get("reason")) != (cond["status"], cond["reason"])
+        moved = old is None or (old.status, old.reason) != (cond["status"], cond["reason"])
         if not moved:
             continue
         reason = Relayed(cond["reason"])  # typed when `build_status` made the condition
