@@ -177,7 +177,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             desired,
             raw_spec=body["spec"],
             pods=pods,
-            previous=previous,
+            previous=before,
             memory=memory,
             now=ctx.now(),
         )

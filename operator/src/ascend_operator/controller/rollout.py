@@ -96,9 +96,9 @@ class Rollout:
         return None
 
 
-def _current(previous: Mapping[str, Any], pods: Sequence[PodView], update: str) -> str:
-    stored = previous.get("currentRevision")
-    if isinstance(stored, str) and stored:
+def _current(previous: AscendInferenceServiceStatus, pods: Sequence[PodView], update: str) -> str:
+    stored = previous.current_revision
+    if stored:
         return stored.rsplit("-", 1)[-1]
     labelled = Counter(p.revision for p in pods if p.revision and not p.terminating)
     return labelled.most_common(1)[0][0] if labelled else update
@@ -190,7 +190,7 @@ async def plan_rollout(
     *,
     raw_spec: Mapping[str, Any],
     pods: Sequence[PodView],
-    previous: Mapping[str, Any],
+    previous: AscendInferenceServiceStatus,
     memory: ServiceMemory,
     now: str,
 ) -> Rollout | None:
@@ -206,8 +206,9 @@ async def plan_rollout(
     if update != current and current not in rm.revisions:  # read only while a change rolls out
         rm.revisions.clear()
         rm.revisions.update(await list_revisions(kube, owner))
-    stored = previous.get("rollout")
-    record: dict[str, Any] | None = dict(stored) if isinstance(stored, Mapping) else None
+    # the stored record (read through the model), worked on as the dict it is written back as
+    stored = previous.rollout
+    record = stored.model_dump(by_alias=True, mode="json", exclude_unset=True) if stored is not None else None
     kept = [p for p in pods if not p.terminating]
     old = rm.revisions.get(current) if update != current else None  # parsed only while a change rolls out
     old_spec = _spec_of(old.spec, spec.replicas) if old is not None else None
