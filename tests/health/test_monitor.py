@@ -379,3 +379,34 @@ async def test_an_engine_restarted_by_the_kubelet_is_announced_and_taken_out_not
         assert not kube.requests("delete", kind="Pod")
     finally:
         await state.close()
+
+
+@pytest.mark.parametrize(
+    ("engine_started", "restarted_unseen"),
+    [("2026-01-01T00:10:00Z", True), ("2026-01-01T00:01:00Z", False)],
+    ids=["its engine restarted after the gate was written", "its gate was written after the restart"],
+)
+async def test_an_operator_that_starts_after_an_unseen_restart_takes_the_gate_down(
+    example: ParsedService, engine_started: str, restarted_unseen: bool
+) -> None:
+    """The engine restarted while no operator watched (the one before was killed): the pod's gate, True since
+    00:05, vouches for the run before the restart. The new process takes it down until the new run passes,
+    with the event; a gate written after the restart (the old operator saw it and re-judged) is kept."""
+    running = pod("a-0", "u0", "127.0.0.2")
+    running["status"]["containerStatuses"] = [
+        {"name": "engine", "restartCount": 1, "state": {"running": {"startedAt": engine_started}}}
+    ]
+    gate = {"type": "inference.ascend.dev/engine-ready", "status": "True", "reason": "CanaryPassing"}
+    running["status"]["conditions"] = [{**gate, "lastTransitionTime": "2026-01-01T00:05:00Z"}]
+    kube = cluster(running)
+    state, memory, events = MonitorState(), ServiceMemory(), list[str]()
+    spec = example.spec.model_copy(update={"health": HealthSpec(startup_grace_seconds=0)})
+    try:
+        await health_pass(
+            monitor(kube, FakeEngines(), events), spec=spec, namespace="ns", service="a", state=state, memory=memory
+        )
+        assert (events.count("EngineRestarted") == 1) is restarted_unseen
+        assert (gates(kube)[-1:] == [("a-0", "False", "CheckingConfig")]) is restarted_unseen, gates(kube)
+        assert not restarted_unseen or state.pods["u0"].served  # it served: its startup grace is not back
+    finally:
+        await state.close()

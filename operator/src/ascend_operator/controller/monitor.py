@@ -50,7 +50,7 @@ from ascend_operator.health.chips import ChipFinding, judge_chips
 from ascend_operator.health.config import check_config, expected_config
 from ascend_operator.health.drift import dump_baseline, load_baseline, peer_ratios
 from ascend_operator.health.group import observe
-from ascend_operator.health.judge import FAULTS, Verdict
+from ascend_operator.health.judge import FAULTS, PodHealth, Verdict
 from ascend_operator.health.machine import (
     Action,
     Announce,
@@ -259,6 +259,18 @@ def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput)
     return leader
 
 
+def _resume(pod: PodView) -> PodHealth:
+    """A pod this operator process sees for the first time, from what it carries (health/machine.py `resume`):
+    its gate, its drift baseline, and whether its engine restarted after the gate was last written."""
+    started, since = epoch(pod.engine_started_at), epoch(pod.gate_since)
+    return resume(
+        pod.gate,
+        load_baseline(pod.drift_baseline),
+        restarts=pod.engine_restarts,
+        restarted_since_gate=started is not None and since is not None and started > since,
+    )
+
+
 def _figures(live: LiveStatus) -> dict[str, Any]:
     """One pod's figures as `status.metrics` names them (camelCase), for its series."""
     return {} if live.metrics is None else live.metrics.model_dump(by_alias=True, exclude_unset=True)
@@ -287,7 +299,7 @@ async def health_pass(
     views = [v for v in every if v.leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
-    state.pods = {p.uid: state.pods.get(p.uid) or resume(p.gate, load_baseline(p.drift_baseline)) for p in live}
+    state.pods = {p.uid: state.pods.get(p.uid) or _resume(p) for p in live}
     scraped_at = mon.wall()
     samples = dict(
         zip(

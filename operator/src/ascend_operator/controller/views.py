@@ -60,6 +60,10 @@ class PodView:
     """Container restarts summed over the pod's containers."""
     engine_restarts: int | None = None
     """The engine container's restart count (None: the kubelet reports no status for it yet)."""
+    engine_started_at: str | None = None
+    """When the engine container's current run started (state.running.startedAt), None when not running."""
+    gate_since: str | None = None
+    """When the operator's readiness gate last changed (its lastTransitionTime), None when never written."""
     last_exit: str | None = None
     """How the last terminated container run ended ("Error, exit code 1"), for CrashLoopBackOff."""
     drain: Mapping[str, str] | None = None
@@ -135,6 +139,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     ready = _condition(status, "Ready")
     scheduled = _condition(status, "PodScheduled")
     gate = _condition(status, READINESS_GATE)
+    engine = next((cs for cs in containers if cs.get("name") == ENGINE_CONTAINER), None)
     unschedulable = None
     if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         unschedulable = str(scheduled.get("message") or "Unschedulable")
@@ -155,9 +160,11 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         worker_index=_index(meta.get("labels") or {}, LWS_WORKER_INDEX_LABEL),
         waiting=_waiting(containers),
         restarts=sum(int(cs.get("restartCount") or 0) for cs in containers),
-        engine_restarts=next(
-            (int(cs.get("restartCount") or 0) for cs in containers if cs.get("name") == ENGINE_CONTAINER), None
-        ),
+        engine_restarts=None if engine is None else int(engine.get("restartCount") or 0),
+        engine_started_at=None
+        if engine is None
+        else ((engine.get("state") or {}).get("running") or {}).get("startedAt"),
+        gate_since=gate.get("lastTransitionTime") if gate is not None else None,
         last_exit=_last_exit(containers),
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),

@@ -85,12 +85,24 @@ class Announce:
 Action = SetGate | RequestRoll | Announce
 
 
-def resume(gate: tuple[bool, str] | None, baseline: Baseline | None = None) -> PodHealth:
+def resume(
+    gate: tuple[bool, str] | None,
+    baseline: Baseline | None = None,
+    *,
+    restarts: int | None = None,
+    restarted_since_gate: bool = False,
+) -> PodHealth:
     """The machine of a pod seen for the first time by this operator process, from what the pod carries:
     a gate that is True says the engine has served (its startup grace is over); the drift baseline an
-    earlier operator learned (its annotation) is kept, so an engine already slow is not learned as normal."""
+    earlier operator learned (its annotation) is kept, so an engine already slow is not learned as normal.
+    `restarts` is the engine container's restart count now: history, unless the container's current run
+    started after the gate was last written (`restarted_since_gate`): then the gate vouches for the run before
+    the last restart, which happened while no operator watched (killed, or handing over), and the first step
+    treats that restart as it would one it saw (`_restart`: an event, the gate down until the new run passes)."""
     drift = DriftTracker(baseline=baseline) if baseline is not None else DriftTracker()
-    return PodHealth(gate=gate, served=bool(gate and gate[0]), drift=drift)
+    unseen = restarted_since_gate and restarts is not None and restarts > 0
+    known = restarts - 1 if unseen and restarts is not None else restarts
+    return PodHealth(gate=gate, served=bool(gate and gate[0]), drift=drift, restarts=known)
 
 
 def step(
