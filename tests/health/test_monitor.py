@@ -410,3 +410,33 @@ async def test_an_operator_that_starts_after_an_unseen_restart_takes_the_gate_do
         assert not restarted_unseen or state.pods["u0"].served  # it served: its startup grace is not back
     finally:
         await state.close()
+
+
+async def test_a_restarted_operator_does_not_put_a_loaded_engine_whose_gate_is_down_back_into_its_grace(
+    example: ParsedService,
+) -> None:
+    """The engine's gate is False (an earlier operator found it stalled), and the kubelet says its startup
+    probe passed: it has served, so a roll is not held back by the startup grace (seed 41 of the soak: a hung
+    pod was rolled 548 s late after an operator restart, when its 600 s grace ran out). Without `started`,
+    the gate alone decides, as before."""
+    for started, served in ((True, True), (False, False)):
+        running = pod("a-0", "u0", "127.0.0.2")
+        running["status"]["containerStatuses"] = [
+            {"name": "engine", "restartCount": 0, "started": started, "state": {"running": {}}}
+        ]
+        gate = {"type": "inference.ascend.dev/engine-ready", "status": "False", "reason": "Stalled"}
+        running["status"]["conditions"] = [{**gate, "lastTransitionTime": "2026-01-01T00:05:00Z"}]
+        state, memory = MonitorState(), ServiceMemory()
+        try:
+            await health_pass(
+                monitor(cluster(running), FakeEngines(), []),
+                spec=example.spec,
+                namespace="ns",
+                service="a",
+                state=state,
+                memory=memory,
+            )
+            assert state.pods["u0"].served is served
+            assert ("u0" in memory.served) is served  # what the disruption step's startup-grace rule reads
+        finally:
+            await state.close()

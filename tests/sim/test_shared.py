@@ -231,8 +231,9 @@ async def test_unreachable_stops_one_engine_answering_until_cleared(host: Engine
 
 
 async def test_a_crash_is_written_into_the_pod_status_as_the_kubelet_would() -> None:
-    """Exit (not ready, last state terminated with the code), restart after the back-off (restart count up),
-    and ready again once the engine answers: what the operator and a router see of a crash on a cluster."""
+    """Started once the engine answers (its startup probe), exit (not ready, last state terminated with the
+    code), restart after the back-off (restart count up), and started and ready again once the engine answers:
+    what the operator and a router see of a crash on a cluster."""
     events: list[tuple[str, ContainerEvent, int | str | None]] = []
     h = EngineHost(env={}, backoff=10.0, kubelet=lambda t, event, code: events.append((t.name, event, code)))
     try:
@@ -244,10 +245,10 @@ async def test_a_crash_is_written_into_the_pod_status_as_the_kubelet_would() -> 
         await asyncio.wait_for(h.slots[a.uid].task, 5)
         await h.sync([a], now=100.0)
         await h.sync([a], now=105.0)  # within the back-off: not yet
-        await until(lambda: events == [("a", "exited", 3)], within=5)
+        await until(lambda: events == [("a", "answering", None), ("a", "exited", 3)], within=5)
         await h.sync([a], now=110.0)
         await up(h, a.uid)
-        await until(lambda: events[1:] == [("a", "restarted", None), ("a", "answering", None)], within=5)
+        await until(lambda: events[2:] == [("a", "restarted", None), ("a", "answering", None)], within=5)
     finally:
         await h.close()
 
@@ -265,9 +266,11 @@ def test_the_kubelets_status_of_an_exit_a_restart_and_an_answer() -> None:
     restarted = container_status({"status": exited}, "restarted", None, backoff=10)["status"]
     assert restarted["containerStatuses"][0]["restartCount"] == 1
     assert restarted["containerStatuses"][0]["ready"] is False
+    assert restarted["containerStatuses"][0]["started"] is False  # loading again: its startup probe fails
     assert "running" in restarted["containerStatuses"][0]["state"]
     answering = container_status({"status": restarted}, "answering", None, backoff=10)["status"]
     assert answering["containerStatuses"][0]["ready"] is True
+    assert answering["containerStatuses"][0]["started"] is True
     assert answering["containerStatuses"][0]["restartCount"] == 1
     # Ready itself is KWOK's (the readiness gate must be True too): only ContainersReady is written
     assert {c["type"]: c["status"] for c in answering["conditions"]} == {"ContainersReady": "True"}

@@ -32,8 +32,11 @@ async def test_tp8_concurrency_sweep_within_10_percent(sim: SimFactory, concurre
     assert point.requests == 2 * concurrency
     assert point.output_tok_s == pytest.approx(seed_tok_s, rel=0.10)
     assert point.mean_tpot_s == pytest.approx(seed_tpot, rel=0.10)
-    # Engine time never runs ahead of wall time x scale (a busy host can only slow it down).
-    assert point.engine_seconds <= point.wall_seconds * SCALE[concurrency] * 1.05
+    # Engine time never runs ahead of wall time x scale (a busy host can only slow it down), give or take 10 ms
+    # of the host's scheduling: at C1 the whole point is ~60 ms of wall time, and on a host loaded 5x over the
+    # client's clock read lagged the engine's by ~4 ms (19.1 engine s against 0.0574 wall s x 300, 2026-12-05).
+    # A clock running twice as fast still fails by far.
+    assert point.engine_seconds <= (point.wall_seconds + 0.010) * SCALE[concurrency] * 1.05
 
 
 async def test_slots_cap_throughput_so_c64_queues(sim: SimFactory) -> None:

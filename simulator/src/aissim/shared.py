@@ -80,8 +80,8 @@ def container_status(
     """The status patch the kubelet writes for `event` of the engine container (pkg/kubelet/status: the
     container statuses replace the list, conditions merge by type): exited is not ready, waiting in
     CrashLoopBackOff, its last state terminated with the exit code; restarted runs again, restartCount + 1,
-    not ready until its readiness probe passes; answering is ready (KWOK's pod-gates-ready then sets Ready
-    once the operator's gate is True too, hack/kwok/pod-stages.yaml)."""
+    not started nor ready until its probes pass; answering is started (the startup probe) and ready (KWOK's
+    pod-gates-ready then sets Ready once the operator's gate is True too, hack/kwok/pod-stages.yaml)."""
     now, status = _now(), pod.get("status") or {}
     statuses = [dict(c) for c in status.get("containerStatuses") or []]
     engine = next((c for c in statuses if c.get("name") == ENGINE_CONTAINER), None)
@@ -100,6 +100,8 @@ def container_status(
     elif event == "restarted":
         engine["restartCount"] = int(engine.get("restartCount") or 0) + 1
         engine["state"] = {"running": {"startedAt": now}}
+        engine["started"] = False  # until its startup probe passes: the engine answers (loaded)
+    else:
         engine["started"] = True
     engine["ready"] = ready
     every_ready = all(bool(c.get("ready")) for c in statuses)
@@ -233,8 +235,7 @@ class EngineHost:
         def up(running: Running) -> None:
             slot.running = running
             slot.up.set()
-            if restart:
-                self._report(target, "answering")
+            self._report(target, "answering")  # its startup probe passes: started, and ready (first run too)
 
         async def run() -> int:
             try:

@@ -261,13 +261,15 @@ def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput)
 
 def _resume(pod: PodView) -> PodHealth:
     """A pod this operator process sees for the first time, from what it carries (health/machine.py `resume`):
-    its gate, its drift baseline, and whether its engine restarted after the gate was last written."""
+    its gate, its drift baseline, whether its engine restarted after the gate was last written, and whether
+    the kubelet saw its startup probe pass."""
     started, since = epoch(pod.engine_started_at), epoch(pod.gate_since)
     return resume(
         pod.gate,
         load_baseline(pod.drift_baseline),
         restarts=pod.engine_restarts,
         restarted_since_gate=started is not None and since is not None and started > since,
+        loaded=pod.engine_loaded,
     )
 
 

@@ -62,6 +62,9 @@ class PodView:
     """The engine container's restart count (None: the kubelet reports no status for it yet)."""
     engine_started_at: str | None = None
     """When the engine container's current run started (state.running.startedAt), None when not running."""
+    engine_loaded: bool = False
+    """The kubelet reports the engine container `started`: its startup probe (`/health`, answered once the
+    weights are loaded) passed for the current run."""
     gate_since: str | None = None
     """When the operator's readiness gate last changed (its lastTransitionTime), None when never written."""
     last_exit: str | None = None
@@ -165,6 +168,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         if engine is None
         else ((engine.get("state") or {}).get("running") or {}).get("startedAt"),
         gate_since=gate.get("lastTransitionTime") if gate is not None else None,
+        engine_loaded=engine is not None and engine.get("started") is True,
         last_exit=_last_exit(containers),
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),

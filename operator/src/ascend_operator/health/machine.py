@@ -91,6 +91,7 @@ def resume(
     *,
     restarts: int | None = None,
     restarted_since_gate: bool = False,
+    loaded: bool = False,
 ) -> PodHealth:
     """The machine of a pod seen for the first time by this operator process, from what the pod carries:
     a gate that is True says the engine has served (its startup grace is over); the drift baseline an
@@ -98,11 +99,14 @@ def resume(
     `restarts` is the engine container's restart count now: history, unless the container's current run
     started after the gate was last written (`restarted_since_gate`): then the gate vouches for the run before
     the last restart, which happened while no operator watched (killed, or handing over), and the first step
-    treats that restart as it would one it saw (`_restart`: an event, the gate down until the new run passes)."""
+    treats that restart as it would one it saw (`_restart`: an event, the gate down until the new run passes).
+    `loaded`: the kubelet says the engine's startup probe passed, so it has served too whatever its gate says:
+    a pod whose gate an earlier operator took down (Stalled) is not back inside its startup grace, where no
+    roll may touch it (the soak, seed 41: a hung pod was rolled 548 s late, after an operator restart)."""
     drift = DriftTracker(baseline=baseline) if baseline is not None else DriftTracker()
     unseen = restarted_since_gate and restarts is not None and restarts > 0
     known = restarts - 1 if unseen and restarts is not None else restarts
-    return PodHealth(gate=gate, served=bool(gate and gate[0]), drift=drift, restarts=known)
+    return PodHealth(gate=gate, served=bool(gate and gate[0]) or loaded, drift=drift, restarts=known)
 
 
 def step(
