@@ -26,7 +26,10 @@ echo "== ruff" >&2
 .venv/bin/ruff check operator simulator tests perf harness hack
 .venv/bin/ruff format --check operator simulator tests perf harness hack
 echo "== mypy --strict" >&2
-.venv/bin/mypy
+# mypy's cache outside the clone, by mypy's version (its entries are checked by content): a fresh clone's
+# check takes ~1 s instead of ~20-60 s.
+MYPY_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator/mypy-$(.venv/bin/mypy --version | cut -d' ' -f2)" \
+  .venv/bin/mypy
 echo "== pytest" >&2
 set +e
 # --durations: the 30 slowest tests are listed before pytest's summary line, so a run over its time budget
@@ -64,7 +67,9 @@ else
   quick=(tests/unit tests/api tests/render tests/validation tests/health tests/disruption tests/autoscale
          tests/rollout_analysis tests/clients tests/controller tests/bench tests/cli tests/perf tests/playbooks
          tests/sim tests/contract)
-  .venv/bin/pytest -x --durations=10 "${quick[@]}"
+  # On two workers (pytest-xdist; these tests share nothing: no cluster, no fixed port): 96 s against 292 s
+  # serial on the same loaded host (2026-12-05), all of it off lane A's path.
+  .venv/bin/pytest -x -n "${AIS_QUICK_WORKERS:-2}" --durations=10 "${quick[@]}"
   rc=$?
   if [[ $rc -ne 0 ]]; then
     kill -INT "$lane_b_pid" 2>/dev/null
