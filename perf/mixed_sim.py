@@ -8,12 +8,14 @@ settings, and for layouts of more than one engine. Every engine here is `aissim 
 rendered args (render/args.py, as a pod gets them), with `spec.engine` fields overridden per layout:
 
 - `agg[:field=value,...]`: one engine (the example, aggregated; `field=unset` removes the example's field);
-- `split[:...]`: two engines from the same spec, the long request sent to one and the short ones to the other
-  (length-aware routing by the client or a gateway: two services, no router choice involved);
+- `split[:...]`: two engines, the short requests sent to the example's and the long request to
+  examples/dsv4-flash-long.yaml's (the same engine without `longPrefillTokenThreshold`), the overrides applied
+  to both (length-aware routing by the client or a gateway: two services, no router choice involved);
 - `pd[:...]`: one prefill and one decode engine behind the real vllm-router 0.1.17 in P/D mode, the
   connector settings perf/pd_mix.py uses (the overrides apply to both engines);
 - `pdsplit[:...]`: two prefill engines and one decode engine, two P/D routers sharing the decode engine, the
-  long request sent through one, the short ones through the other (length-aware prefill routing).
+  long request sent through one, the short ones through the other (length-aware prefill routing); the long
+  request's prefill engine has examples/dsv4-flash-long.yaml's args, the other two the example's.
 
 Then `aisctl bench mixed-ab --baseline` runs both layouts in one session, rounds interleaved, and writes
 result.json / result.md / comparison.png / timeline.png. Figures are the simulator's engine seconds.
@@ -29,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,9 @@ from perf.pd_mix import KV, free_port, processes, router_bin, start, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "dsv4-flash.yaml"
+#: The service for long prompts only (docs/benchmarking.md "The seed's open question"): the engine of `split`'s
+#: and `pdsplit`'s long request.
+EXAMPLE_LONG = ROOT / "examples" / "dsv4-flash-long.yaml"
 
 
 def _value(text: str) -> Any:
@@ -60,9 +66,11 @@ def layout(text: str) -> tuple[str, dict[str, Any]]:
     return kind, {k: _value(v) for k, v in fields.items()}
 
 
-def engine_argv(fields: dict[str, Any], *, scale: float, acceptance: str, extra: list[str]) -> list[str]:
-    """`aissim serve` with the example's rendered args and these spec.engine fields."""
-    body = yaml.safe_load(EXAMPLE.read_text())
+def engine_argv(
+    fields: dict[str, Any], *, scale: float, acceptance: str, extra: list[str], example: Path = EXAMPLE
+) -> list[str]:
+    """`aissim serve` with an example's rendered args and these spec.engine fields."""
+    body = yaml.safe_load(example.read_text())
     engine = body["spec"]["engine"]
     engine.update(fields)
     for key in [k for k, v in fields.items() if v is None]:  # `field=unset`: as if the example had none
@@ -83,14 +91,15 @@ class Stack:
         self.hosts = 0
         self.routers: list[str] = []
 
-    def _engine(self, name: str, fields: dict[str, Any], extra: list[str] = ()) -> str:  # type: ignore[assignment]
+    def _engine(self, name: str, fields: dict[str, Any], extra: Sequence[str] = (), example: Path = EXAMPLE) -> str:
         self.hosts += 1
         host = f"127.0.{self.subnet}.{self.hosts}"
         port = free_port(host)
         env = {"AIS_SIM_BIND_HOST": host, "AIS_SIM_BIND_PORT": str(port)}
         os.environ.update(env)  # start() copies os.environ into the child
-        start(self.procs, engine_argv(fields, scale=self.scale, acceptance=self.acceptance, extra=list(extra)),
-              self.logs / f"{name}.log")  # fmt: skip
+        argv = engine_argv(fields, scale=self.scale, acceptance=self.acceptance, extra=list(extra), example=example)
+        print(f"{name}: {' '.join(argv[3:])}", file=sys.stderr)  # what each engine ran with, for the write-up
+        start(self.procs, argv, self.logs / f"{name}.log")
         url = f"http://{host}:{port}"
         wait_http(f"{url}/health", timeout=120)
         return url
@@ -115,14 +124,16 @@ class Stack:
             url = self._engine(label, fields)
             return {"url": url, "long_url": "", "metrics": url}
         if kind == "split":
-            url, long_url = self._engine(f"{label}-short", fields), self._engine(f"{label}-long", fields)
+            url = self._engine(f"{label}-short", fields)
+            long_url = self._engine(f"{label}-long", fields, example=EXAMPLE_LONG)
             return {"url": url, "long_url": long_url, "metrics": ""}  # the bench scrapes both engines
         decode = self._engine(f"{label}-decode", fields, self._kv("kv_consumer", f"{label}-decode"))
         prefill = self._engine(f"{label}-prefill", fields, self._kv("kv_producer", f"{label}-prefill"))
         url = self._pd(label, prefill, decode)
         if kind == "pd":
             return {"url": url, "long_url": "", "metrics": decode}
-        prefill_long = self._engine(f"{label}-prefill-long", fields, self._kv("kv_producer", f"{label}-prefill-long"))
+        kv_long = self._kv("kv_producer", f"{label}-prefill-long")
+        prefill_long = self._engine(f"{label}-prefill-long", fields, kv_long, example=EXAMPLE_LONG)
         # A second router on another loopback address: the long request's prefill engine, the same decode engine.
         self.subnet, saved = self.subnet + 1, self.subnet
         long_url = self._pd(f"{label}-long", prefill_long, decode)

@@ -99,7 +99,7 @@ def check_example(cluster: Cluster, namespace: str, path: Path, *, kinds: tuple[
     print(f"\n{path.name}: {len(want)} objects as rendered: {', '.join(f'{k}/{n}' for k, n in want)}")
 
 
-@pytest.mark.parametrize("example", ["dsv4-flash", "dsv4-flash-router", "dsv4-flash-pd"])
+@pytest.mark.parametrize("example", ["dsv4-flash", "dsv4-flash-long", "dsv4-flash-router", "dsv4-flash-pd"])
 def test_a_single_node_example_becomes_what_render_printed(
     cluster: Cluster, namespace: str, operator: Proc, example: str
 ) -> None:
@@ -114,6 +114,6 @@ def test_the_multi_node_example_becomes_what_render_printed(
 
 def test_every_example_service_is_held_to_render_here() -> None:
     """A new example is compared too: this fails until it is named above."""
-    named = {"dsv4-flash", "dsv4-flash-router", "dsv4-flash-pd", "dsr1-2node"}
+    named = {"dsv4-flash", "dsv4-flash-long", "dsv4-flash-router", "dsv4-flash-pd", "dsr1-2node"}
     services = {p.stem for p in EXAMPLES.glob("*.yaml") if "\nkind: AscendInferenceService\n" in p.read_text()}
     assert services == named

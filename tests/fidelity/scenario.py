@@ -301,7 +301,7 @@ def _c4(rec: Recording, t: Target, pool: ThreadPoolExecutor, seeds: Iterator[int
 
 
 def _chunked_prefill(rec: Recording, t: Target, pool: ThreadPoolExecutor, seed: int) -> None:
-    """One ~8K-token prompt through 256-token chunks: two snapshots while it prefills, one after."""
+    """One 32,704-token prompt through 128 chunks of 256 tokens: two snapshots while it prefills, one after."""
     step = rec.steps["prefill"] = Step()
     base = t.base
     step.snapshots["before"] = settle(base)

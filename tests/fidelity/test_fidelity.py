@@ -3,10 +3,11 @@
 Why: every health claim of the operator was first proven against `aissim`; a claim is only as good as the
 sim's likeness to vLLM 0.25.1. Here the seed's engine (vLLM 0.25.1 on CPU, a tiny Llama with dummy
 weights: aissim/realengine.py) and `aissim serve` get the same pod args (examples/dsv4-flash.yaml as the
-operator renders it, without DSpark, which the CPU engine lacks, and with 4 sequences and 256-token
-batches so an 8K prompt prefills in 32 chunks), and run the same scenario (scenario.py): idle, C1, C4
-with long outputs, a chunked prefill, a hang (the real EngineCore SIGSTOPped; the sim's `hang` fault),
-the recovery (SIGCONT; the fault cleared), then the OpenAI bodies and errors.
+operator renders it, without DSpark, which the CPU engine lacks, and without its long-prefill threshold, with
+4 sequences and 256-token batches so the scenario's 32,704-token prompt prefills in 128 chunks), and run the
+same scenario (scenario.py): idle, C1, C4 with long outputs, a chunked prefill, a hang (the real EngineCore
+SIGSTOPped; the sim's `hang` fault), the recovery (SIGCONT; the fault cleared), then the OpenAI bodies and
+errors.
 
 The real engine is the judge: what it shows is asserted, and the sim must show the same
  - `vllm:` families: names, types, label names and bucket bounds, after one request;
@@ -19,8 +20,9 @@ of a request sent into a hang).
 
 Besides, the mechanism the seed's mixed workload depends on: short prompts sent during a long chunked prefill
 wait for all of it without `--long-prefill-token-threshold` and run in its first steps with it, on both
-engines, by drops within SHARE_TOLERANCE (prefill_share.py; seen: a short prompt WAITING 0.783 / 0.768 of
-the long prefill on vllm / aissim without the threshold, 0.000 on both with it).
+engines, by drops within SHARE_TOLERANCE (prefill_share.py; seen 2026-12-05 with the 32,704-token prompt: a
+short prompt WAITING 0.734 / 0.826 of the long prefill on vllm / aissim without the threshold, 0.000 on both
+with it: drops 0.89x of each other, the tolerance 1.5x either way).
 
 Cost: one real engine for the scenario (~3.7 GB, 45-100 s to start on 2 cores) and one simulator; the
 scenario runs on both at once (~30 s). A second pair with the threshold (a startup flag) for that test: one

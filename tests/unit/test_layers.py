@@ -60,6 +60,7 @@ TESTS_OF_PERF = {
     "tests/perf/test_scale_figures.py",
     "tests/perf/test_ramp_figures.py",
     "tests/perf/test_soak_report.py",
+    "tests/perf/test_mixed_sim.py",
 }
 
 
