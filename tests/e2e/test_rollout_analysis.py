@@ -15,9 +15,10 @@ With -s it prints the figures one a line (seconds from the patch to RolledBack, 
 pods that ran the bad revision, failed client requests, the neutral change with and without analysis) and
 the `aisctl rollout` transcripts (docs/disruption.md).
 
-Cost: two fake nodes, ~2 minutes (two engine loads per rollout at 30x, a 10 s window): 108 s on 2 cores at
-load ~1 (2026-12-05), where the version before the waiting `status` took 122 s as the load rose to 17 (the
-two `status` processes run beside the waits the test had anyway, adding none); lane B.
+Cost: two fake nodes, ~1.5 minutes (two engine loads per rollout at 30x, a 10 s window): 78-108 s on 2
+cores shared with other work (2026-12-05, 3 runs), where the version before the waiting `status` took
+122 s on a busier host (the two `status` processes run beside waits the test had anyway); at real engine
+speed (by hand) ~6.5 minutes; lane B.
 """
 
 from __future__ import annotations
@@ -69,8 +70,13 @@ def settled(cluster: Cluster, namespace: str, replicas: int, *, complete: bool =
     )
 
 
+#: Wall-clock time (UTC) of each patch, to read beside status.rolls' times.
+PATCHED: list[str] = []
+
+
 def patch(cluster: Cluster, namespace: str, spec: dict[str, Any]) -> float:
     cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type", "merge", "-p", json.dumps({"spec": spec}))
+    PATCHED.append(time.strftime("%H:%M:%S", time.gmtime()))
     return time.monotonic()
 
 
@@ -134,6 +140,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
             timeout=180 * PATIENCE,
             message="both replicas back on the good revision",
         )
+        ok_when_back = load.ok
         ready_condition = next(
             c for c in ais(cluster, namespace, "svc")["status"]["conditions"] if c["type"] == "Ready"
         )
@@ -154,6 +161,10 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
 
         engine_now = ais(cluster, namespace, "svc")["spec"]["engine"]
         assert engine_now["maxNumSeqs"] == 32, engine_now
+        # clients move to the pod the rollback made only as their requests end: once each has finished about
+        # one since, it carries its share, or the neutral change's first drain finds it idle and is timed
+        # short (at real speed: a 1-s drain against ~28 s); at 30x the steps above have taken longer already
+        wait_for(lambda: load.ok >= ok_when_back + CLIENTS, timeout=120 * PATIENCE, message="clients on both replicas")
         started = patch(cluster, namespace, {"env": [{"name": "AIS_NEUTRAL", "value": "1"}]})
         watching_neutral = StatusWatch(cluster, namespace, timeout=300 * PATIENCE)
         wait_for(
@@ -195,6 +206,11 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
         f"$ aisctl rollout undo svc  # (exit {code_undo})\n{said_undo}"
         f"$ aisctl rollout status svc  # right after the neutral patch (exit {code_neutral})\n{said_neutral}"
     )
+    rolls = ais(cluster, namespace, "svc")["status"].get("rolls") or []
+    print(  # where each rollout's time went: the patches, then each deletion (recorded after its drain)
+        f"timeline: patched at {', '.join(PATCHED)}; rolls "
+        + "; ".join(f"{r['time'][11:19]} {r['pod']} {r['reason']} ({r.get('drain')})" for r in rolls)
+    )
     assert load.failed == []
     assert load.ok > 0
     assert rollout["phase"] == "RolledBack"
@@ -212,7 +228,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
     assert bad in said_history
     assert good in said_history
     assert code_undo == 0
-    reasons = [r["reason"] for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []]
+    reasons = [r["reason"] for r in rolls]
     assert reasons[:2] == ["SpecChanged", "RolledBack"], reasons  # the other replica never left the good one
     assert ready_condition["status"] == "True", ready_condition
     assert after_undo == serving, "undo to the revision the pods run replaces none of them"
