@@ -30,13 +30,15 @@ class AnalysisThresholds(ApiModel):
         ge=1,
         le=100,
         description="TTFT p90 of the new replica over the previous replicas' (from the engines' "
-        "vllm:time_to_first_token_seconds histograms, over the same window); above it: rolled back.",
+        "vllm:time_to_first_token_seconds histograms, over the same window); above it, and at least 0.1 s more: "
+        "rolled back.",
     )
     tpot_p90_ratio: float = Field(
         default=1.3,
         ge=1,
         le=100,
-        description="TPOT p90 (vllm:time_per_output_token_seconds) of the new replica over the previous ones'.",
+        description="TPOT p90 (vllm:time_per_output_token_seconds) of the new replica over the previous ones'; "
+        "above it, and at least 5 ms more: rolled back.",
     )
     tokens_per_request_ratio: float = Field(
         default=0.75,
@@ -72,8 +74,9 @@ class AnalysisThresholds(ApiModel):
         default=20,
         ge=1,
         le=100000,
-        description="Requests each side must have started (TTFT histogram count) in the window for a comparison; "
-        "fewer: the window is extended, never judged on too little traffic.",
+        description="Requests that got their first token in the window (the TTFT histogram's count) on the new "
+        "replica and per previous replica, for a comparison; fewer on either side: the window is extended (judged "
+        "again at each health pass as it grows), never judged on too little traffic.",
     )
 
 
@@ -84,9 +87,12 @@ class AnalysisSpec(ApiModel):
         default=120.0,
         ge=5,
         le=86400,
-        description="How long the new revision's first replica serves, once Ready, before it is compared with "
-        "the replicas still on the previous revision over the same window. A window shorter than the service's "
-        "long requests judges only their starts.",
+        description="The analysis window: how long the new revision's first replica serves before it is compared "
+        "with the replicas still on the previous revision over the same scrapes. The window starts once that "
+        "replica is Ready by the health judgement (generation canary and effective-config check passed) and "
+        "carries at least half the requests in flight (running and waiting) of a previous replica, so neither "
+        "its load nor the clients moving to it are judged; it is extended while either side has fewer than "
+        "thresholds.minRequests. A window shorter than the service's long requests judges only their starts.",
     )
     thresholds: AnalysisThresholds = Field(
         default_factory=AnalysisThresholds, description="How much worse per signal rolls the change back."
@@ -125,9 +131,11 @@ class RolloutSpec(ApiModel):
     )
     analysis: AnalysisSpec | None = Field(
         default=None,
-        description="Judge a spec change on its first replica: it serves for `seconds` once Ready and is "
-        "compared with the replicas still on the previous revision (TTFT and TPOT p90, output tokens/s per "
-        "running request, queue, canary failures); worse beyond a threshold rolls it back through the "
-        "budget and the rollout stops (status.rollout) until the spec changes again. With one replica it is "
-        "compared with the figures recorded before the change. Unset: every replica is replaced in turn.",
+        description="Judge a spec change on its first replica: once it is Ready and carries half a previous "
+        "replica's requests in flight, it serves for `seconds` and is compared with the replicas still on the "
+        "previous revision over the same window (generation canary failures, engine errors, TTFT and TPOT p90, "
+        "output tokens/s per running request, queue; too little traffic extends the window); worse beyond a "
+        "threshold rolls it back through the budget and the rollout stops (status.rollout) until the spec "
+        "changes again or `aisctl rollout undo`. With one replica it is compared with the figures recorded "
+        "before the change. Unset: every replica is replaced in turn.",
     )
