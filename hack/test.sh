@@ -48,7 +48,7 @@ else
   # (2026-12-05 warm: lane A 30.2 min of pytest, lane B 19.1, the whole run 33.0; then the chart's suite and
   # the reconcile basics of test_operator.py, ~13 short tests, joined lane B: 19.8 min, the whole run 33.9;
   # then test_node_lost.py, ~3 min on this lane's cluster (its KWOK restart disturbs no lane A test), and
-  # test_autoscaling_pd.py (1-2 min) and test_rollout_analysis.py (one judged rollout under load, ~2.7 min)).
+  # test_autoscaling_pd.py (1-2 min) and test_rollout_analysis.py (two judged rollouts under load and the rollout CLI, ~1.5 min)).
   lane_b=(
     tests/ansible tests/e2e/test_scale.py tests/e2e/test_drills.py tests/e2e/test_demo.py
     tests/e2e/test_security.py tests/e2e/test_cluster.py tests/e2e/test_deploy_guide.py
