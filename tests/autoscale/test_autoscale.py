@@ -50,7 +50,7 @@ def run(
         window = observe(window, s, spec, now=now)
         d = decide(s, window, spec, now)
         if d.desired != replicas:
-            window = ScaleHistory(window.wants, last_scale=now)
+            window = ScaleHistory(window.wants, last_scale=now, scaled_down=d.desired < replicas)
             replicas = d.desired
         out.append((now, replicas, d.reason))
         now += STEP
@@ -101,6 +101,20 @@ def test_idle_returns_to_one_after_the_scale_down_window_and_not_before() -> Non
     assert down - up <= SPEC.scale_down_window_seconds + 2 * STEP
     assert scale_steps(trace) == [2, 1]
     assert next(r for t, n, r in trace if t == down) is ScaleReason.SCALE_DOWN
+
+
+def test_a_load_falling_through_two_replicas_worth_is_at_one_a_window_after_idle_not_two() -> None:
+    # three replicas' worth (30 requests: 3 x (8 + 2)), then two's (15) for 30 s, then idle: the window first
+    # takes 3 -> 2 (it still holds the 15s), then 2 -> 1 once it holds only idle wants; the first
+    # scale-down does not hold the second back another window (ramp at the seed's figures, 2026-12-05: 3 -> 2
+    # -> 1 took 560 s from idle with that hold, the issue asks for one replica within ten minutes of idle)
+    trace = run([30] * 20 + [15] * 6 + [0] * 60)
+    idle = trace[26][0]
+    assert scale_steps(trace) == [3, 2, 1]
+    one = next(t for t, n, _ in trace if t > idle and n == 1)
+    assert one - idle <= SPEC.scale_down_window_seconds + 2 * STEP
+    two = next(t for t, n, _ in trace if t > trace[20][0] and n == 2)
+    assert one - two < SPEC.scale_down_window_seconds  # not a window after the first step
 
 
 def test_never_below_min_nor_above_max() -> None:

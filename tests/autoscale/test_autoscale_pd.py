@@ -154,7 +154,7 @@ def test_a_prefill_heavy_then_decode_heavy_load_moves_the_pools_apart() -> None:
             )
             for role, count in (("prefill", p.replicas), ("decode", d.replicas)):
                 if count != pools[role]:
-                    windows[role] = ScaleHistory(windows[role].wants, last_scale=now)
+                    windows[role] = ScaleHistory(windows[role].wants, last_scale=now, scaled_down=count < pools[role])
                     pools[role] = count
             trace.append((phase, pools["prefill"], pools["decode"]))
             now += 2

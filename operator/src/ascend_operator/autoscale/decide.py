@@ -8,8 +8,10 @@ wants that lasted, as Knative's KPA and Kthena's AutoscalingPolicy do:
   replicas asked (a queue that lasts, not a burst), or every want over the short panic window is at least
   twice their load (far behind: waiting the stable window would queue users for nothing); wants are kept
   unrounded, so "twice" is twice the load one replica carries at its targets, not one more replica;
-- down when every want over the scale-down window is below, and the last scale is that long ago: a single
-  busy scrape in five minutes keeps the replica, so load between the two thresholds never flaps it.
+- down when every want over the scale-down window is below, and the last scale-up is that long ago: a single
+  busy scrape in five minutes keeps the replica, so load between the two thresholds never flaps it. A
+  scale-down does not hold the next one back: the window alone decides, so a load that falls through two
+  replicas' worth to idle is at one replica one window after its last busy scrape, not two.
 
 Replicas still loading (inside the startup grace) are in spec.replicas already: the queue-based want does
 not depend on how many are Ready, and the KV/TTFT-based wants add to the Ready ones, so a replica that is
@@ -24,7 +26,7 @@ KV and TPOT. The ratio between the two pools is the parent's (autoscale/disaggre
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ascend_operator.api.autoscaling import AutoscalingSpec, ScaleReason
 
@@ -71,6 +73,8 @@ class ScaleHistory:
     wants: tuple[tuple[float, float], ...] = ()
     """(time, replicas wanted before rounding): unrounded, so the panic threshold compares load, not steps."""
     last_scale: float | None = None
+    scaled_down: bool = False
+    """The last change was a scale-down: it does not delay the next one (the wants' window does)."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def observe(window: ScaleHistory, signals: Signals, spec: AutoscalingSpec, *, no
     wants = (*window.wants, (now, need(signals, spec)[0]))
     horizon = now - max(spec.scale_up_window_seconds, spec.scale_down_window_seconds, spec.panic_window_seconds)
     older = [i for i, (t, _) in enumerate(wants) if t <= horizon]
-    return ScaleHistory(wants=wants[older[-1] if older else 0 :], last_scale=window.last_scale)
+    return replace(window, wants=wants[older[-1] if older else 0 :])
 
 
 def _over(window: ScaleHistory, seconds: float, now: float) -> list[float] | None:
@@ -199,7 +203,7 @@ def _down(s: Signals, w: ScaleHistory, spec: AutoscalingSpec, now: float) -> Sca
     wants = _over(w, spec.scale_down_window_seconds, now)
     if wants is None or (target := replicas_for(max(wants), spec)) >= s.replicas:
         return None
-    if w.last_scale is not None and now - w.last_scale < spec.scale_down_window_seconds:
+    if not w.scaled_down and w.last_scale is not None and now - w.last_scale < spec.scale_down_window_seconds:
         return None
     if s.ready < target:
         return ScaleDecision(

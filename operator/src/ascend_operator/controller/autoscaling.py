@@ -166,7 +166,7 @@ async def autoscale(
     if d.desired != s.replicas and not (in_flight and d.desired == asked):
         written = await site.kube.patch(SERVICE_CR, site.namespace, site.service, {"spec": {"replicas": d.desired}})
         if written is not None:
-            state = ScaleHistory(state.wants, last_scale=now)
+            state = ScaleHistory(state.wants, last_scale=now, scaled_down=d.desired < s.replicas)
             memory.autoscale_asked = d.desired
             memory.autoscale_scaled_at = iso(site.clock())
             record_scale(site.namespace, site.service, up=d.desired > s.replicas)
@@ -186,7 +186,7 @@ async def _propose(
     """A P/D pool: decide, publish the decision (status at once when it changes), write no spec.replicas.
     The pool's last scale is when its spec.replicas (the parent's write) last moved."""
     if memory.autoscale_seen is not None and s.replicas != memory.autoscale_seen:
-        state = ScaleHistory(state.wants, last_scale=now)
+        state = ScaleHistory(state.wants, last_scale=now, scaled_down=s.replicas < memory.autoscale_seen)
         memory.autoscale_scaled_at = iso(site.clock())
     memory.autoscale_seen = s.replicas
     d = decide(s, state, auto, now)
