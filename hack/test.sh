@@ -48,14 +48,16 @@ else
   # (2026-12-05 warm: lane A 30.2 min of pytest, lane B 19.1, the whole run 33.0; then the chart's suite and
   # the reconcile basics of test_operator.py, ~13 short tests, joined lane B: 19.8 min, the whole run 33.9;
   # then test_node_lost.py, ~3 min on this lane's cluster (its KWOK restart disturbs no lane A test), and
-  # test_autoscaling_pd.py (1-2 min) and test_rollout_analysis.py (two judged rollouts under load and the rollout CLI, ~1.5 min)).
+  # test_autoscaling_pd.py (1-2 min), test_rollout_analysis.py (two judged rollouts under load and the
+  # rollout CLI, ~1.5 min) and test_autoscaling.py (~1.5 min with the real HPA controller's part: its windows
+  # are 5 and 15 s, wide of any scheduling delay)).
   lane_b=(
     tests/ansible tests/e2e/test_scale.py tests/e2e/test_drills.py tests/e2e/test_demo.py
     tests/e2e/test_security.py tests/e2e/test_cluster.py tests/e2e/test_deploy_guide.py
     tests/e2e/test_playbook_drain.py tests/e2e/test_kube_client.py tests/e2e/test_strict_apply.py
     tests/e2e/test_why.py tests/e2e/test_render_matches.py tests/e2e/test_routing.py tests/e2e/test_bench.py
     tests/e2e/test_operator.py tests/helm tests/e2e/test_node_lost.py tests/e2e/test_autoscaling_pd.py
-    tests/e2e/test_rollout_analysis.py
+    tests/e2e/test_rollout_analysis.py tests/e2e/test_autoscaling.py
   )
   lane_b_log="$(mktemp -t ais-lane-b.XXXXXX)"
   nice -n 10 .venv/bin/pytest -p no:cacheprovider --durations=10 "${lane_b[@]}" >"$lane_b_log" 2>&1 &
