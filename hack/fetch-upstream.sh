@@ -10,7 +10,7 @@ set -euo pipefail
 
 VLLM_VERSION="${VLLM_VERSION:-0.25.1}"
 VLLM_ASCEND_VERSION="${VLLM_ASCEND_VERSION:-0.25.1rc1}"   # PyPI's name for the v0.25.1rc1 tag
-CACHE="${AIS_UPSTREAM_CACHE:-$HOME/.cache/ascend-operator/upstream}"
+CACHE="${AIS_UPSTREAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ascend-operator/upstream}"
 PIP="${PIP:-pip}"
 
 fetch_one() {
