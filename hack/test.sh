@@ -69,8 +69,8 @@ else
   quick=(tests/unit tests/api tests/render tests/validation tests/health tests/disruption tests/autoscale
          tests/rollout_analysis tests/clients tests/controller tests/bench tests/cli tests/perf tests/playbooks
          tests/sim tests/contract)
-  # On two workers (pytest-xdist; these tests share nothing: no cluster, no fixed port): 96 s against 292 s
-  # serial on the same loaded host (2026-12-05), all of it off lane A's path.
+  # On two workers (pytest-xdist; these tests share nothing: no cluster, no fixed port): 102.8 s in the warm
+  # CI of 2026-12-05 against 213 s serial in the one before it, off lane A's path.
   .venv/bin/pytest -x -n "${AIS_QUICK_WORKERS:-2}" --durations=10 "${quick[@]}"
   rc=$?
   if [[ $rc -ne 0 ]]; then

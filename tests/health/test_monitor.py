@@ -14,7 +14,7 @@ import kopf
 import pytest
 import yaml
 
-from ascend_operator.api.constants import KIND
+from ascend_operator.api.constants import KIND, READINESS_GATE
 from ascend_operator.api.health import HealthSpec
 from ascend_operator.api.parse import ParsedService, parse_resource
 from ascend_operator.clients.engine import CanaryResult
@@ -396,7 +396,7 @@ async def test_an_operator_that_starts_after_an_unseen_restart_takes_the_gate_do
     running["status"]["containerStatuses"] = [
         {"name": "engine", "restartCount": 1, "state": {"running": {"startedAt": engine_started}}}
     ]
-    gate = {"type": "inference.ascend.dev/engine-ready", "status": "True", "reason": "CanaryPassing"}
+    gate = {"type": READINESS_GATE, "status": "True", "reason": "CanaryPassing"}
     running["status"]["conditions"] = [{**gate, "lastTransitionTime": "2026-01-01T00:05:00Z"}]
     kube = cluster(running)
     state, memory, events = MonitorState(), ServiceMemory(), list[str]()
@@ -424,7 +424,7 @@ async def test_a_restarted_operator_does_not_put_a_loaded_engine_whose_gate_is_d
         running["status"]["containerStatuses"] = [
             {"name": "engine", "restartCount": 0, "started": started, "state": {"running": {}}}
         ]
-        gate = {"type": "inference.ascend.dev/engine-ready", "status": "False", "reason": "Stalled"}
+        gate = {"type": READINESS_GATE, "status": "False", "reason": "Stalled"}
         running["status"]["conditions"] = [{**gate, "lastTransitionTime": "2026-01-01T00:05:00Z"}]
         state, memory = MonitorState(), ServiceMemory()
         try:
