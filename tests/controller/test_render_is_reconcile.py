@@ -17,8 +17,12 @@ import pytest
 import yaml
 
 from ascend_operator.api.constants import KIND
+from ascend_operator.api.parse import parse_resource
 from ascend_operator.controller.reconcile import Context, reconcile
 from ascend_operator.controller.service_state import ServiceMemory
+from ascend_operator.controller.steps import STEPS
+from ascend_operator.render.desired import Desired
+from ascend_operator.render.pod import Owner
 from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import FakeKube
 
@@ -100,3 +104,30 @@ def test_the_examples_cover_a_router_a_pd_split_and_a_multi_node_group() -> None
     assert any("Deployment" in k and KIND not in k for k in kinds.values()), "an example with a router"
     assert any(KIND in k for k in kinds.values()), "an example with a P/D split"
     assert any("LeaderWorkerSet" in k for k in kinds.values()), "a multi-node example"
+
+
+def _row_of(desired: Desired) -> dict[tuple[str, str], int]:
+    """Each rendered object of the service itself by the index of the row that owns it (controller/steps.py)."""
+    return {(o["kind"], o["metadata"]["name"]): i for i, step in enumerate(STEPS) for o in step.objects(desired)}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+async def test_a_pass_walks_the_rows_in_the_order_render_prints_them_and_a_converged_pass_writes_nothing(
+    path: Path,
+) -> None:
+    body = load(path)
+    kube = await reconciled(body)
+    desired = Desired(spec=parse_resource({**body, "metadata": {**body["metadata"], "namespace": NAMESPACE}}).spec,
+                      owner=Owner(name=body["metadata"]["name"], namespace=NAMESPACE))  # fmt: skip
+    rows = _row_of(desired)
+    created = [rows[(c.kind, c.name)] for c in kube.requests("create") if (c.kind, c.name) in rows]
+    assert created, "the first pass created the service's objects"
+    assert created == sorted(created), f"creates out of the rows' order: {created}"
+    # one more pass over every service, now that nothing is missing: no row creates, patches or deletes
+    kube.calls.clear()
+    ctx = Context(kube=kube, events=lambda *e: None, now=lambda: "2026-12-01T00:00:00Z")
+    for service in kube.of_kind(KIND, NAMESPACE):
+        memory = ServiceMemory()
+        await reconcile(service, ctx, memory)
+    writes = [(c.verb, c.kind, c.name) for c in kube.requests("create", "patch", "delete")]
+    assert writes == [], f"a converged pass wrote {writes}"

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from ascend_operator.api.parse import SpecError, parse_resource
-from ascend_operator.render.desired import Desired, rendered
+from ascend_operator.controller.steps import rendered
+from ascend_operator.render.desired import Desired
 from ascend_operator.render.lws import group_spec_hash
 from ascend_operator.render.pod import Owner, spec_hash
 from ascend_operator.validation import Severity, validate_spec

@@ -20,8 +20,9 @@ from ascend_operator.cli import operator as operator_cmd
 from ascend_operator.cli import rollout as rollout_cmd
 from ascend_operator.cli.budget import format_plan
 from ascend_operator.cli.spec_files import Loaded, load
+from ascend_operator.controller.steps import rendered
 from ascend_operator.crd import build_crd
-from ascend_operator.render.desired import Desired, Placement, rendered
+from ascend_operator.render.desired import Desired, Placement
 from ascend_operator.render.pod import Owner
 from ascend_operator.validation.budget import plan_budget
 from ascend_operator.validation.validate import budget_input
@@ -46,7 +47,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     placement = Placement(npu_resource=args.npu_resource, operator=operator_cmd.operator_peer(args))
     objects: list[dict[str, Any]] = []
     for svc in loaded.services:
-        # the operator's own builders (render/desired.py): every object it creates, the role services' too
+        # the rows the reconcile pass walks (controller/steps.py): every object it creates, the role services' too
         owner = Owner(name=svc.name, namespace=svc.namespace)
         objects += rendered(Desired(spec=svc.spec, owner=owner, placement=placement))
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))

@@ -188,11 +188,6 @@ HPA = Resource(
     why="An HPA that scales a service with spec.autoscaling too is named, never fought (controller/autoscaling.py).",
 )  # fmt: skip
 
-#: The service's earlier specs (controller/revisions.py): listed, created and pruned beyond the history limit.
-CONTROLLER_REVISION = Resource(
-    "ControllerRevision", "apps", "v1", "controllerrevisions", frozenset({"list", "create", "delete"})
-)
-
 #: The service's earlier specs (controller/revisions.py).
 CONTROLLER_REVISION = Resource(
     "ControllerRevision", "apps", "v1", "controllerrevisions", frozenset({"list", "create", "delete"}),

@@ -1,9 +1,10 @@
-"""The objects a service owns beside its pods (Service, PodDisruptionBudget, NetworkPolicy): one step.
+"""How a service's plain objects are applied (Service, PodDisruptionBudget, NetworkPolicy, the router's):
+one function, and each kind's drift rule.
 
 Why one function: each of them is "read it; create it when missing; patch what drifted; delete ours when
 the spec no longer wants one", and three copies of that had begun to differ (one announced its create,
 one forgot to re-read what the cache lacked). The objects themselves come from render/; what counts as
-drift is the kind's own function, passed in.
+drift is the kind's own function, passed in. Which objects, in which order: the rows of controller/steps.py.
 """
 
 from collections.abc import Callable, Mapping
@@ -70,7 +71,7 @@ async def ensure(
     return current
 
 
-def _min_available(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def min_available(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
     want = desired["spec"]["minAvailable"]
     return None if (current.get("spec") or {}).get("minAvailable") == want else {"spec": {"minAvailable": want}}
 
@@ -104,24 +105,8 @@ def _ports(ports: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     return [{k: v for k, v in p.items() if k in ("name", "port", "targetPort", "protocol")} for p in ports]
 
 
-def _service_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def service_drift(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return service_patch(dict(current), dict(desired)) or None
-
-
-async def ensure_service(kube: Kube, events: EventSink, desired: Desired) -> None:
-    """The engines' Service."""
-    owner = desired.owner
-    await ensure(kube, events, SERVICE, owner, owner.name, desired.service, drift=_service_drift)
-
-
-async def ensure_pdb(kube: Kube, events: EventSink, desired: Desired) -> None:
-    """The PodDisruptionBudget, counted in groups for a multi-node spec. One name for both, so a topology
-    switch patches the budget in place (render/group_pdb.py)."""
-    owner = desired.owner
-    await ensure(
-        kube, events, PDB, owner, owner.name, desired.budget, drift=_min_available,
-        created=EventReason.DISRUPTION_BUDGET_CREATED, removed=EventReason.DISRUPTION_BUDGET_REMOVED,
-    )  # fmt: skip
 
 
 async def ensure_network_policy(kube: Kube, events: EventSink, desired: Desired) -> None:
@@ -161,7 +146,7 @@ _ROUTER_KINDS: tuple[tuple[Resource, Drift], ...] = (
     (ROLE, _rules),
     (ROLE_BINDING, _no_drift),
     (DEPLOYMENT, hashed_drift),
-    (SERVICE, _service_drift),
+    (SERVICE, service_drift),
     (PDB, _whole_spec),
 )
 

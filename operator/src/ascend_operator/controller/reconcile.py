@@ -1,16 +1,14 @@
 """One reconcile pass of one AscendInferenceService: ordered, idempotent steps (KubeRay's style).
 
 1. parse and validate the spec (errors become a condition and an event; existing pods are left serving);
-2. ensure the NetworkPolicy (or its absence when turned off) and, beside it, the pods (step 3; a refused
-   policy takes the new pods with it), then the Service and the PodDisruptionBudget (counted in groups for
-   a multi-node spec: render/group_pdb.py);
-3. plan pod actions: create missing replicas; stale, excess and duplicate pods are candidates for the
-   disruption step (controller/deletions.py: one budget and drain shared with the health loop), or, for a
-   multi-node spec, make its one LeaderWorkerSet match (LWS creates and rolls the groups); then, with
-   spec.routing.inferencePool, the InferencePool (controller/inference_pool.py); steps 2 and 3 on the engines are
-   controller/engines.py;
-4. compute the status (reading the pods' FailedMount events when a pod is stuck before its containers)
-   and patch it only when it changed; announce condition transitions as events.
+2. plan the rollout (which revision the pods follow: controller/rollout.py);
+3. walk the rows of controller/steps.py, in order: the engines (the NetworkPolicy and, beside it, the pods
+   or one LeaderWorkerSet, whose stale, excess and duplicate pods go to the disruption step with its one
+   budget and drain: controller/engines.py, controller/deletions.py), the spec's ControllerRevision, the
+   Service, the PodDisruptionBudget, the router, a P/D split's role services, the InferencePool; render
+   prints the same rows' objects;
+4. compute the status from what the steps saw (reading the pods' FailedMount events when a pod is stuck
+   before its containers) and patch it only when it changed; announce condition transitions as events.
 Running a pass twice, or after a crash half-way, converges to the same state: pod names are stable and
 every create or delete tolerates "already done".
 """
@@ -27,15 +25,14 @@ from ascend_operator.api.status import AscendInferenceServiceStatus
 from ascend_operator.clients.resources import EVENT, SERVICE_CR, service_pods
 from ascend_operator.controller.causes import FAILED_MOUNT_EVENTS, may_fail_mount, mount_failures
 from ascend_operator.controller.context import Context
-from ascend_operator.controller.disaggregation import Pair, ensure_roles, had_roles, observe_pair
-from ascend_operator.controller.engines import guarded_apply
+from ascend_operator.controller.disaggregation import Pair
 from ascend_operator.controller.groups import group_status
-from ascend_operator.controller.inference_pool import previous_condition, sync_inference_pool
-from ascend_operator.controller.operator_metrics import publish_conditions, publish_router
-from ascend_operator.controller.owned import ensure_pdb, ensure_router, ensure_service, router_extra
-from ascend_operator.controller.rollout import Rollout, keep_revision, plan_rollout
+from ascend_operator.controller.inference_pool import previous_condition
+from ascend_operator.controller.operator_metrics import publish_conditions
+from ascend_operator.controller.rollout import Rollout, plan_rollout
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import Observed, compute_status, condition_events, overlay, status_due
+from ascend_operator.controller.steps import Pass, walk
 from ascend_operator.controller.views import PodView, pod_view, stored_status
 from ascend_operator.render.desired import Desired, Placement
 from ascend_operator.render.fitness import allowed_versions, asks_placement, fenced, unfit
@@ -162,14 +159,12 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     previous = memory.previous(body.get("status"))  # as stored: what a patch is compared with (`status_due`)
     before = stored_status({"metadata": meta, "status": previous})  # the same, read through the model
     # An invalid spec or a deletion keeps the pool (and its condition) as they were.
-    routing = [c for c in (previous_condition(before),) if c is not None]
+    conditions = [c for c in (previous_condition(before),) if c is not None]
     pair: Pair | None = None
     rollout: Rollout | None = None
     extra = overlay(AscendInferenceServiceStatus(), memory.live)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
     if parsed is not None and not errors and not deleting:
-        # the NetworkPolicy and the pods, then the Service and PDB: a new service's pods wait for no other
-        # API call (issue 14)
         desired = _desired(ctx, parsed, owner, key_version)  # a P/D split's engines are its roles'
         rollout = await plan_rollout(
             ctx.kube,
@@ -181,22 +176,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             memory=memory,
             now=ctx.now(),
         )
-        if await guarded_apply(ctx, desired, pods, memory, rollout):
-            pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
-        if rollout is not None:
-            await keep_revision(ctx.kube, desired, rollout, memory)
-        await ensure_service(ctx.kube, ctx.events, desired)
-        await ensure_pdb(ctx.kube, ctx.events, desired)
-        router = await ensure_router(ctx.kube, ctx.events, desired)
-        publish_router(owner.namespace, owner.name, router)
-        extra = overlay(extra, router_extra(router, before))
-        if parsed.spec.disaggregation is not None or had_roles(before):
-            pair = observe_pair(parsed, owner, await ensure_roles(ctx.kube, ctx.events, desired))
-        # after the pods: routing trouble never delays an engine
-        routing = list(await sync_inference_pool(ctx.kube, desired.inference_pool, owner, before))
-        if rollout is not None:  # revisions and the last rollout (controller/rollout.py)
-            extra = overlay(extra, rollout.extra)
-            routing += [rollout.condition] if rollout.condition is not None else []
+        done = Pass(ctx=ctx, parsed=parsed, desired=desired, memory=memory, before=before, pods=pods,
+                    rollout=rollout, extra=extra)  # fmt: skip
+        await walk(done)  # the rows of controller/steps.py, in order: engines first
+        pods, extra, conditions, pair = done.pods, done.extra, done.conditions, done.pair
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
@@ -218,7 +201,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
         extra=_with_groups(parsed, pods, extra),
         overrides=memory.overrides,
         selector=scale_selector(parsed.spec, owner) if parsed else f"{LABEL_SERVICE}={owner.name}",
-        extra_conditions=[*routing, *([memory.autoscale_condition] if memory.autoscale_condition else [])],
+        extra_conditions=[*conditions, *([memory.autoscale_condition] if memory.autoscale_condition else [])],
     )
     status = compute_status(pair.observed(observed) if pair else observed, previous=before, now=ctx.now())
     publish_conditions(owner.namespace, owner.name, status["conditions"])

@@ -1,22 +1,23 @@
-"""Every object the operator makes for one service, from one place: the reconcile loop applies these and
-`aisctl render` prints them.
+"""Every object the operator makes for one service, built in one place: the reconcile pass applies these and
+`aisctl render` prints them, both walking the rows of controller/steps.py.
 
 Why one place: render and the operator had grown two paths. `aisctl render` printed the engine pods, the
 Service, the NetworkPolicy and the budget, while the operator also made the router's Deployment, its
 ServiceAccount, Role, RoleBinding, Service and budget, and for a P/D split the two role services (not the
 aggregated pod render printed). Now both ask `Desired` for each piece, so what render prints is what the
-operator creates, by construction; tests/e2e/test_render_matches.py compares the two on a cluster.
+operator creates, by construction; tests/e2e/test_render_matches.py compares the two on a cluster. Which
+piece a pass applies when, and in which order render prints them, is the steps' table, not this module's.
 
 What the cluster adds is an input (`Placement`): the device plugin's resource name, the operator's own
 pods, the API key's Secret version, the driver versions that meet spec.runtime, the nodes MindCluster took
 out. Render passes the defaults; the operator what it read this pass.
 
 A disaggregated service's engines are its roles': it owns two role services (render/disaggregation.py) and no engine
-of its own, and each role service is then reconciled like any other. `rendered` walks that recursion
-as the operator does, so render shows the role services and what each becomes.
+of its own, and each role service is then reconciled like any other; `role_desired` gives what each
+becomes, so render (controller/steps.py `rendered`) shows the role services and their objects.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -183,24 +184,3 @@ class Desired:
         for role in ROLES:
             owner = Owner(name=role_name(self.owner.name, role), namespace=self.owner.namespace)
             yield Desired(spec=role_spec(self.spec, role, group=self.owner.name), owner=owner, placement=self.placement)
-
-    def objects(self) -> list[dict[str, Any]]:
-        """This service's own objects in the order a pass applies them: policy and engines, Service, budget,
-        router, role services, InferencePool."""
-        engines = [g] if (g := self.groups()) is not None else self.pods()
-        parts: Sequence[dict[str, Any] | None] = [
-            self.network_policy,
-            *engines,
-            self.service,
-            self.budget,
-            *self.router,
-            *self.roles,
-            self.inference_pool,
-        ]
-        return [o for o in parts if o is not None]
-
-
-def rendered(desired: Desired) -> list[dict[str, Any]]:
-    """Everything that exists once the operator has reconciled the service and what it made: its own
-    objects, then each role service's."""
-    return [*desired.objects(), *(o for role in desired.role_desired() for o in rendered(role))]
