@@ -238,3 +238,26 @@ def test_scaled_to_zero_is_ready_but_not_available() -> None:
     got = conditions(status_of(replicas=0))
     assert got["Ready"][:2] == ("True", "ScaledToZero")
     assert got["Available"][:2] == ("False", "ScaledToZero")
+
+
+def test_a_crash_loop_quotes_the_waiting_containers_last_run_not_a_sidecars() -> None:
+    crash = raw_pod(0, waiting=("CrashLoopBackOff", "back-off"), restarts=4, last={"reason": "Error", "exitCode": 1})
+    engine = crash["status"]["containerStatuses"][0]
+    sidecar = {
+        "name": "log-shipper",
+        "ready": True,
+        "restartCount": 1,
+        "state": {"running": {"startedAt": T0}},
+        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}},
+    }
+    crash["status"]["containerStatuses"] = [sidecar, engine]  # the kubelet lists containers by name
+    view = pod_view(crash)
+    assert view.last_exit == "Error, exit code 1"
+    assert view.engine_last_exit == "Error, exit code 1"
+    # the engine restarted once and runs again; only the sidecar is held back: each container's own run is quoted
+    engine["state"] = {"running": {"startedAt": T0}}
+    sidecar["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}
+    view = pod_view(crash)
+    assert view.waiting == ("CrashLoopBackOff", "back-off")
+    assert view.last_exit == "OOMKilled, exit code 137"
+    assert view.engine_last_exit == "Error, exit code 1"

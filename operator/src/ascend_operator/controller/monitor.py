@@ -332,7 +332,7 @@ async def health_pass(
                 ready_since={u: h.ready_since for u, h in state.pods.items()},
             ),
             restarts=pod.engine_restarts,
-            last_exit=pod.last_exit or "",
+            last_exit=pod.engine_last_exit or "",
         )
         health = state.pods[pod.uid]
         state.pods[pod.uid], verdicts[pod.uid], actions = step(

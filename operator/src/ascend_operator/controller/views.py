@@ -68,7 +68,10 @@ class PodView:
     gate_since: str | None = None
     """When the operator's readiness gate last changed (its lastTransitionTime), None when never written."""
     last_exit: str | None = None
-    """How the last terminated container run ended ("Error, exit code 1"), for CrashLoopBackOff."""
+    """How the previous run of the container `waiting` names ended ("Error, exit code 1"), for
+    CrashLoopBackOff: the same container's, never a sidecar's beside a waiting engine."""
+    engine_last_exit: str | None = None
+    """How the engine container's previous run ended, for the EngineRestarted message."""
     drain: Mapping[str, str] | None = None
     """The operator's drain annotation ({"since", "reason", "message"}), None when not draining."""
     drift_baseline: str | None = None
@@ -106,20 +109,24 @@ def _replica(labels: Mapping[str, str]) -> int | None:
     return own if own is not None else _index(labels, LWS_GROUP_INDEX_LABEL)
 
 
-def _waiting(statuses: list[Mapping[str, Any]]) -> tuple[str, str] | None:
-    for cs in statuses:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            return str(waiting["reason"]), str(waiting.get("message") or "")
-    return None
+def _waiting_container(statuses: list[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first container (init containers first) the kubelet holds waiting with a reason."""
+    return next((cs for cs in statuses if ((cs.get("state") or {}).get("waiting") or {}).get("reason")), None)
 
 
-def _last_exit(statuses: list[Mapping[str, Any]]) -> str | None:
-    for cs in statuses:
-        ended = (cs.get("lastState") or {}).get("terminated")
-        if ended:
-            return f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
-    return None
+def _waiting(cs: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    if cs is None:
+        return None
+    waiting = cs["state"]["waiting"]
+    return str(waiting["reason"]), str(waiting.get("message") or "")
+
+
+def _last_exit(cs: Mapping[str, Any] | None) -> str | None:
+    """How the container's previous run ended, from its lastState."""
+    ended = ((cs or {}).get("lastState") or {}).get("terminated")
+    if not ended:
+        return None
+    return f"{ended.get('reason') or 'Terminated'}, exit code {ended.get('exitCode')}"
 
 
 def _drain(annotations: Mapping[str, str]) -> Mapping[str, str] | None:
@@ -143,6 +150,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
     scheduled = _condition(status, "PodScheduled")
     gate = _condition(status, READINESS_GATE)
     engine = next((cs for cs in containers if cs.get("name") == ENGINE_CONTAINER), None)
+    held = _waiting_container(containers)
     unschedulable = None
     if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         unschedulable = str(scheduled.get("message") or "Unschedulable")
@@ -161,7 +169,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         started_at=status.get("startTime"),
         gate=(gate.get("status") == "True", str(gate.get("reason") or "")) if gate is not None else None,
         worker_index=_index(meta.get("labels") or {}, LWS_WORKER_INDEX_LABEL),
-        waiting=_waiting(containers),
+        waiting=_waiting(held),
         restarts=sum(int(cs.get("restartCount") or 0) for cs in containers),
         engine_restarts=None if engine is None else int(engine.get("restartCount") or 0),
         engine_started_at=None
@@ -169,7 +177,8 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         else ((engine.get("state") or {}).get("running") or {}).get("startedAt"),
         gate_since=gate.get("lastTransitionTime") if gate is not None else None,
         engine_loaded=engine is not None and engine.get("started") is True,
-        last_exit=_last_exit(containers),
+        last_exit=_last_exit(held),
+        engine_last_exit=_last_exit(engine),
         drain=_drain(meta.get("annotations") or {}),
         drift_baseline=(meta.get("annotations") or {}).get(ANNOTATION_DRIFT_BASELINE),
         chips=pod_chips(meta.get("annotations")),
