@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+import yaml
 
 from ascend_operator.api.constants import KIND
 from ascend_operator.cli.main import build_parser
@@ -21,6 +22,7 @@ from ascend_operator.cli.rollout import (
     run,
     undo_patch,
 )
+from tests.fixtures.examples import EXAMPLE
 from tests.fixtures.kube import Call, FakeKube
 
 
@@ -262,12 +264,13 @@ async def test_status_of_a_service_that_is_gone_or_keeps_no_revisions(capsys: py
     code, out, err, _ = await status(kube, capsys)
     assert (code, out) == (EXIT_NOT_FOUND, WAITING[1:3])  # two reads, then gone
     assert 'AscendInferenceService "svc" not found' in err
-    multi_node = service(replicas=2)
-    multi_node["spec"]["parallelism"] = {"nodes": 2}
-    multi = served([multi_node])
-    code, out, err, _ = await status(multi, capsys)
-    assert (code, out) == (EXIT_NO_REVISIONS, [])
-    assert "keeps no revisions (a multi-node service" in err
+    # the operator's own rule on the spec as written (render/desired.py why_no_revisions): the examples'
+    for example, why in (("dsr1-2node", "a multi-node service"), ("dsv4-flash-pd", "a P/D parent")):
+        keeps_none = service(replicas=2)
+        keeps_none["spec"] = yaml.safe_load((EXAMPLE.parent / f"{example}.yaml").read_text())["spec"]
+        code, out, err, _ = await status(served([keeps_none]), capsys)
+        assert (code, out) == (EXIT_NO_REVISIONS, []), example
+        assert f"keeps no revisions ({why}" in err
 
 
 def test_timeout_and_watch_flags_read_as_kubectl_writes_them() -> None:

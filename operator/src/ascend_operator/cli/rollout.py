@@ -23,7 +23,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ascend_operator.api.parse import SpecError, parse_spec
 from ascend_operator.api.revision import RolloutPhase
+from ascend_operator.render.desired import why_no_revisions
 
 EXIT_ROLLED_BACK = 1
 EXIT_NOT_FOUND = 2
@@ -45,12 +47,12 @@ class RolloutState:
 
 
 def _no_revisions(spec: Mapping[str, Any]) -> str | None:
-    """Why a service keeps no revisions (controller/rollout.py plan_rollout), or None."""
-    if int((spec.get("parallelism") or {}).get("nodes") or 1) > 1:
-        return "a multi-node service: its LeaderWorkerSet rolls the groups"
-    if spec.get("disaggregation"):
-        return "a P/D parent: its prefill and decode services have revisions of their own"
-    return None
+    """Why a service keeps no revisions (render/desired.py, the rule the reconcile pass applies), or None.
+    A spec that does not parse is waited for as it stands (its Ready condition names the field)."""
+    try:
+        return why_no_revisions(parse_spec(spec))
+    except SpecError:
+        return None
 
 
 def rollout_state(ais: Mapping[str, Any]) -> RolloutState:

@@ -35,7 +35,7 @@ from ascend_operator.controller.service_state import EventSink, ServiceMemory
 from ascend_operator.controller.status import ConditionRecord
 from ascend_operator.controller.views import PodView
 from ascend_operator.disruption import Candidate, RollReason
-from ascend_operator.render.desired import Desired
+from ascend_operator.render.desired import Desired, why_no_revisions
 from ascend_operator.rollout_analysis import Outcome
 
 #: The condition that says how the last spec change went (True: it goes on or is done; False: rolled back).
@@ -198,7 +198,7 @@ async def plan_rollout(
     rolls out; the spec's own revision is made after the pods (`keep_revision`): a new service's pods wait
     for no other API call."""
     spec, owner, rm = desired.engines, desired.owner, memory.rollout
-    if desired.multi_node or desired.spec.disaggregation is not None:
+    if why_no_revisions(desired.spec) is not None:
         rm.judging = None
         return None
     update = revision_digest(spec)

@@ -85,6 +85,16 @@ def router_target(spec: AscendInferenceServiceSpec, owner: Owner) -> RouterTarge
     )
 
 
+def why_no_revisions(spec: AscendInferenceServiceSpec) -> str | None:
+    """Why a service keeps no revisions of its own (no ControllerRevisions, no judged rollout), or None: the
+    one rule the reconcile pass (controller/rollout.py) and `aisctl rollout status` both apply."""
+    if is_multi_node(spec):
+        return "a multi-node service: its LeaderWorkerSet rolls the groups"
+    if spec.disaggregation is not None:
+        return "a P/D parent: its prefill and decode services have revisions of their own"
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Desired:
     """The objects of one service as the spec asks for them; each piece is built once, on first use."""
