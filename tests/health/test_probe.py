@@ -9,20 +9,20 @@ import asyncio
 import sys
 from pathlib import Path
 
-from ascend_operator import probe
-from ascend_operator.health import progress
+from ascend_operator import canary
+from ascend_operator.canary import probe, progress
 from ascend_operator.render.probes import probe_source
 from tests.sim.conftest import MODEL, SimFactory, base_args, sim, until  # noqa: F401  (a fixture of tests/sim)
 
 
 def test_probe_imports_only_the_standard_library() -> None:
-    for module in (probe, progress):
+    for module in (canary, probe, progress):
         tree = ast.parse(Path(str(module.__file__)).read_text())
         names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {
             n.module.split(".")[0]
             for n in ast.walk(tree)
-            if isinstance(n, ast.ImportFrom) and n.module and not n.module.startswith("ascend_operator.health.")
+            if isinstance(n, ast.ImportFrom) and n.module and not n.module.startswith("ascend_operator.canary.")
         }
         assert names <= sys.stdlib_module_names, module.__name__
 

@@ -88,12 +88,12 @@ def test_entry_point_is_the_aisctl_console_script_and_cmd_is_a_subcommand() -> N
 
 def test_documented_commands_exist() -> None:
     # the canary is a runnable module of the operator package
-    probe = importlib.util.find_spec("ascend_operator.probe")
+    probe = importlib.util.find_spec("ascend_operator.canary.probe")
     assert probe is not None
     assert probe.origin
     assert 'if __name__ == "__main__":' in Path(probe.origin).read_text()
     header = DOCKERFILE.read_text()
-    assert "python -m ascend_operator.probe" in header
+    assert "python -m ascend_operator.canary.probe" in header
 
 
 def test_operator_image_cannot_impersonate_an_engine() -> None:

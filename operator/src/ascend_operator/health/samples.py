@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ascend_operator.canary import progress as prog
 from ascend_operator.contract import vllm_metrics as M
-from ascend_operator.health import progress as prog
 
 Buckets = tuple[tuple[float, float], ...]
 """Cumulative histogram buckets: (upper bound, count), sorted, +Inf last."""
@@ -78,7 +78,7 @@ class EngineSample:
 
     @property
     def progress(self) -> dict[str, float]:
-        """This sample's progress signals, keyed as `ascend_operator.health.progress` reads them."""
+        """This sample's progress signals, keyed as `ascend_operator.canary.progress` reads them."""
         return {
             "vllm:generation_tokens_total": self.generation_tokens,
             "vllm:prompt_tokens_total": self.prompt_tokens,
@@ -268,5 +268,5 @@ def _config(labels: tuple[tuple[str, str], ...]) -> dict[str, str]:
 
 
 def advanced(before: EngineSample | None, after: EngineSample | None) -> bool:
-    """Forward progress between two samples, by the one definition (`ascend_operator.health.progress`)."""
+    """Forward progress between two samples, by the one definition (`ascend_operator.canary.progress`)."""
     return prog.advanced(before.progress if before else None, after.progress if after else None)

@@ -3,7 +3,7 @@
 A stall is something asked of the engine and no forward progress for a window. Asked: requests running or
 waiting at some scrape of the frozen span, or a canary that got no tokens while nothing advanced (an engine
 that hangs while idle is only ever asked by the canary: without this it would be unready forever and never
-rolled). Progress is the one definition of `ascend_operator.health.progress`: a counter advancing or the KV
+rolled). Progress is the one definition of `ascend_operator.canary.progress`: a counter advancing or the KV
 gauge moving, because a 300K/512K chunked prefill moves only the KV gauge until it completes (the seed's
 512K run went 0.6% -> 83.7% -> 90.8% -> 97.5% KV). KV >= 97.5% is evidence in the message, not a trigger.
 A decode engine of a P/D pair is also judged on its KV transfers (`_transfer_stuck`): requests waiting for
@@ -35,7 +35,7 @@ from ascend_operator.api.disaggregation import PdRole
 from ascend_operator.api.health import StallSpec
 from ascend_operator.api.reasons import DetectorFinding
 from ascend_operator.api.spec import AscendInferenceServiceSpec
-from ascend_operator.health.progress import restarted
+from ascend_operator.canary.progress import restarted
 from ascend_operator.health.samples import EngineSample, advanced, rank_view
 
 

@@ -2,7 +2,7 @@
 
 - startupProbe: `/health` every 10 s for `spec.health.startupGraceSeconds`: the kubelet waits out a
   multi-minute load of ~292 GB instead of restarting it; /health is fine for "the server is up".
-- readinessProbe: the generation canary (`ascend_operator.probe`, standard library only, run with
+- readinessProbe: the generation canary (`ascend_operator.canary`, standard library only, run with
   the engine image's python3 as an argument list). /health alone never makes a pod ready.
 - no livenessProbe: the kubelet would restart-loop an engine the operator is judging; the operator rolls
   stalled engines itself, rate-limited.
@@ -11,9 +11,9 @@
 """
 
 import math
-from importlib import resources
 from typing import Any
 
+from ascend_operator import canary
 from ascend_operator.api.constants import READINESS_GATE
 from ascend_operator.api.spec import AscendInferenceServiceSpec
 
@@ -23,9 +23,7 @@ STARTUP_PERIOD_SECONDS = 10
 
 def probe_source() -> str:
     """Source of the stdlib-only canary probe: the one definition of forward progress, then the probe."""
-    package = resources.files("ascend_operator")
-    progress = package.joinpath("health", "progress.py").read_text()
-    return progress + "\n\n" + package.joinpath("probe.py").read_text()
+    return canary.source()
 
 
 def startup_probe(spec: AscendInferenceServiceSpec) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Forward progress of an engine: the one definition the kubelet probe, the operator's canary, the stall
 detector and the drift detector all use. Standard library only: render/probes.py ships this file's source
-inside the readiness probe, which runs with the engine image's python3, where this package is not installed.
+(`ascend_operator.canary.source`) inside the readiness probe, which runs with the engine image's python3,
+where this package is not installed.
 
 What moves in vLLM 0.25.1 (see docs/FACTS.md and the engine contract) and when:
 - `vllm:generation_tokens_total`: per engine step that returned outputs (every decode step);

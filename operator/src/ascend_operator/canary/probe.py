@@ -1,10 +1,10 @@
 """The kubelet readiness probe: a generation canary, run inside the engine container. Standard library only.
 
-Outside `health/` because it does HTTP, and health is pure; it sits beside the clients in the layers
-(.importlinter) and uses health only for the definition of progress.
+Outside `health/` because it does HTTP, and health is pure; it shares only the definition of progress
+(`progress.py`, beside it) with the operator's health loop.
 
 The engine image (vllm-ascend) has Python but not this package, so the pod runs this file's source, with
-`ascend_operator/health/progress.py` prepended (render/probes.py), as `python3 -c <source> PORT MODEL
+`progress.py` prepended (`ascend_operator.canary.source`, render/probes.py), as `python3 -c <source> PORT MODEL
 MAX_TOKENS TIMEOUT PROMPT [HOST]` (an argument list, no shell). It passes when tokens come back within the
 timeout or, when they do not, if the engine made forward progress meanwhile by the one definition the operator
 uses too (`progress.advanced`: a counter grew or the KV gauge moved): a canary queued behind 32 busy slots
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 # In the operator's own environment; in the engine container progress.py's source is prepended instead.
 with contextlib.suppress(ImportError):
-    from ascend_operator.health.progress import advanced, read_progress
+    from ascend_operator.canary.progress import advanced, read_progress
 
 
 def signals(base: str, timeout: float) -> "dict[str, float] | None":
