@@ -26,7 +26,7 @@ from aissim import realengine
 from ascend_operator.api.parse import parse_resource
 from ascend_operator.render.args import build_engine_args
 from harness.cluster import wait_for
-from harness.engines import process
+from harness.engines import group_members, process
 from tests.fidelity import scenario as sc
 from tests.real.engines import Engine, get, wait_healthy
 
@@ -85,6 +85,21 @@ def _sim_fault(base: str, method: str, body: dict[str, Any] | None = None) -> No
         assert resp.status == 200, resp.read()
 
 
+def _state(pgid: int, log: Path, *, lines: int = 30) -> str:
+    """Each process of the engine's group with its scheduler state (R running, S sleeping, T stopped), the
+    host's load average, and the last lines of the engine's log."""
+    procs = []
+    for pid, cmd in group_members(pgid).items():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            state = "?"
+        procs.append(f"{pid} {state} {cmd[:60]!r}")
+    tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
+    load = Path("/proc/loadavg").read_text().strip()
+    return "\n".join([f"processes: {'; '.join(procs) or 'none'}", f"load average: {load}", f"{log.name}:", *tail])
+
+
 @contextlib.contextmanager
 def pair(python: str, args: list[str], tmp: Path, *, real_at: Address, sim_at: Address) -> Iterator[list[sc.Target]]:
     """The real engine and the simulator, started together from the same args, as [vllm, aissim]."""
@@ -109,6 +124,7 @@ def pair(python: str, args: list[str], tmp: Path, *, real_at: Address, sim_at: A
                 terminate=lambda: real.popen.send_signal(signal.SIGTERM),
                 running=lambda: real.popen.poll() is None,
                 outlast=6,
+                state=lambda: _state(real.popen.pid, real.log),
             ),
             sc.Target(
                 "aissim",
@@ -117,6 +133,7 @@ def pair(python: str, args: list[str], tmp: Path, *, real_at: Address, sim_at: A
                 lambda: _sim_fault(sim_base, "DELETE"),
                 terminate=lambda: sim.send_signal(signal.SIGTERM),
                 running=lambda: sim.poll() is None,
+                state=lambda: _state(sim.pid, tmp / "aissim.log"),
             ),
         ]
     finally:

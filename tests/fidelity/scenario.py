@@ -54,6 +54,9 @@ class Target:
     """How many times C4_TOKENS and HANG_TOKENS this engine's long outputs are. vLLM on CPU decodes the tiny
     dummy model at ~500 tok/s a stream, ~20x aissim's step: at 1x its four 512-token streams ended before a
     client thread on a loaded 2-core CI machine had read two chunks of each (seen in CI, 2026-12-05)."""
+    state: Callable[[], str] = lambda: ""
+    """What a failed scenario reports of this engine: its processes' states, the host's load, its log's tail
+    (a timed-out read otherwise says nothing of whether the engine core was still stopped)."""
 
 
 @dataclass
@@ -389,8 +392,8 @@ def run_both(targets: list[Target]) -> dict[str, Recording]:
     def one(t: Target) -> None:
         try:
             out[t.name] = run(t)
-        except BaseException as exc:  # reported, with the engine's name, after both have finished
-            errors.append(AssertionError(f"{t.name}: {exc!r}"))
+        except BaseException as exc:  # reported, with the engine's name and state, after both have finished
+            errors.append(AssertionError(f"{t.name}: {exc!r}\n{t.state()}"))
             errors[-1].__cause__ = exc
 
     threads = [threading.Thread(target=one, args=(t,), name=f"scenario-{t.name}") for t in targets]
