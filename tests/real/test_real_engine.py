@@ -45,6 +45,7 @@ from tests.e2e.operator_fixtures import (
     live_pod,
     start,
 )
+from tests.real.conftest import failed, log_tails
 from tests.real.engines import gauges, get
 
 pytestmark = [pytest.mark.usefixtures("delete_services_first"), pytest.mark.timeout(1500)]
@@ -58,9 +59,11 @@ ROLL_TARGET_SECONDS = 45.0
 
 
 @pytest.fixture
-def attach_real(cluster: Cluster, namespace: str, tmp_path: Path, real_vllm: str) -> Iterator[Callable[..., Proc]]:
+def attach_real(
+    cluster: Cluster, namespace: str, tmp_path: Path, real_vllm: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Proc]]:
     """`attach_real(**env)`: `aissim attach --engine vllm` for this test's namespace; stopped (with every
-    engine's process group) at teardown."""
+    engine's process group) at teardown, after printing the tails of the engines' logs when the test failed."""
     started: list[Proc] = []
 
     def run(**env: str) -> Proc:
@@ -73,6 +76,8 @@ def attach_real(cluster: Cluster, namespace: str, tmp_path: Path, real_vllm: str
         return proc
 
     yield run
+    if failed(request.node):
+        print(f"\n[real] load average {Path('/proc/loadavg').read_text().strip()}\n{log_tails(tmp_path)}")
     for proc in started:
         proc.stop()
 
