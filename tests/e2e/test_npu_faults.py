@@ -139,6 +139,18 @@ def drop_chip(cluster: Cluster, node: str, left: int) -> None:
     cluster.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
 
 
+def roll_of(cluster: Cluster, namespace: str, pod: dict[str, Any], *, what: str) -> dict[str, Any]:
+    """The service's roll record of `pod`, once the operator has written it (status.rolls)."""
+    uid = pod["metadata"]["uid"]
+
+    def record() -> dict[str, Any] | None:
+        rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls") or []
+        return next((r for r in rolls if r["uid"] == uid), None)
+
+    found: dict[str, Any] = wait_for(record, timeout=60, message=what)
+    return found
+
+
 def serving(
     cluster: Cluster, namespace: str, add_nodes: AddNodes, attach: Callable[..., Proc], *, nodes: int, **spec: Any
 ) -> list[str]:
@@ -175,15 +187,8 @@ def test_a_chip_fault_rolls_its_pod_naming_the_chip_and_the_successor_lands_on_a
     t_fault = time.monotonic()
     drop_chip(cluster, node, 7)
     plugin_report(cluster, node, [chip_fault("Ascend910-4", "SeparateNPU", "A8028801,80E18402")])
-    wait_for(
-        lambda: any(
-            r["uid"] == first["metadata"]["uid"] for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
-        ),
-        timeout=60,
-        message="the pod on the failed chip rolled",
-    )
+    roll = roll_of(cluster, namespace, first, what="the pod on the failed chip rolled")
     t_roll = time.monotonic()
-    roll = next(r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["uid"] == first["metadata"]["uid"])
     assert roll["reason"] == "NPUFault"
     assert f"chip Ascend910-4 on node {node}: fault at level SeparateNPU (codes A8028801, 80E18402)" in roll["message"]
     assert roll["drain"] == "NotDrained"
@@ -220,16 +225,9 @@ def test_a_node_noded_reports_unhealthy_rolls_its_pod_once_and_its_successor_wai
 
     t_fault = time.monotonic()
     noded_report(cluster, node, "UnHealthy", [npu_dev_fault(i) for i in range(8)])
-    wait_for(
-        lambda: any(
-            r["uid"] == first["metadata"]["uid"] for r in ais(cluster, namespace, "svc")["status"].get("rolls") or []
-        ),
-        timeout=60,
-        message="the pod on the node NodeD reports UnHealthy rolled",
-    )
+    roll = roll_of(cluster, namespace, first, what="the pod on the node NodeD reports UnHealthy rolled")
     t_roll = time.monotonic()
     print(f"\n[npu] NodeD UnHealthy report -> roll record: {t_roll - t_fault:.1f}s")
-    roll = next(r for r in ais(cluster, namespace, "svc")["status"]["rolls"] if r["uid"] == first["metadata"]["uid"])
     assert roll["reason"] == "NodeUnhealthy"
     assert f"NodeD reports node {node} UnHealthy" in roll["message"]
     assert roll["drain"] == "NotDrained"
