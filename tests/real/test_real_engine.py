@@ -54,6 +54,9 @@ KEY = "real-engine-key"
 #: Default health but a startup grace that covers a real engine's start and room for several rolls.
 HEALTH: dict[str, Any] = {"startupGraceSeconds": 300, "rolls": {"maxPerHour": 20, "cooldownSeconds": 0}}
 READY_TIMEOUT = 300.0
+#: How long the request in flight through a planned roll should run: well past the operator's reaction to the
+#: spec change (0.6 s on a quiet machine, 16.4 s in a loaded cold CI run), well inside spec.rollout.drainSeconds.
+DRAIN_REQUEST_SECONDS = 35.0
 #: The target for a hung engine: rolled within this many seconds after its progress stopped (issue 27).
 ROLL_TARGET_SECONDS = 45.0
 
@@ -202,6 +205,15 @@ def judged_healthy(seen: list[str], *, min_passing: float = 0.9) -> None:
     assert passing >= min_passing * len(seen), seen
 
 
+def decode_rate(base: str, *, key: str | None) -> float:
+    """Tokens a second one stream gets from the engine now: a 400-token request, timed (its prefill and the
+    HTTP round trip included, so a little under the decode rate)."""
+    out: dict[str, Any] = {}
+    request(base, {"prompt": "rate", "max_tokens": 400, "ignore_eos": True}, key=key, out=out)
+    assert out["status"] == 200, out
+    return 400 / float(out["seconds"])
+
+
 def idle(base: str) -> bool:
     now = gauges(base, "vllm:num_requests_running", "vllm:num_requests_waiting")
     return now["vllm:num_requests_running"] + now["vllm:num_requests_waiting"] == 0
@@ -288,10 +300,11 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_d
     # A planned roll (spec change) drains: the gate goes False, the in-flight request completes with all its
     # tokens and 200, and only then is the pod deleted.
     inflight: dict[str, Any] = {}
-    tokens = 6000
+    # A request sized to last ~DRAIN_REQUEST_SECONDS at the speed the engine decodes now: a fixed 6000 tokens
+    # took 25 s on a quiet machine and 12 s in a cold CI run whose operator took 16.4 s to start the drain
+    # (2500 tokens had once ended before the gate went False)
+    tokens = min(max(int(decode_rate(base, key=KEY) * DRAIN_REQUEST_SECONDS), 6000), 40_000)
     first_uid = pod["metadata"]["uid"]
-    # 6000 tokens (~60 s here): long enough that the drain begins while it runs, however slowly a loaded
-    # 2-core machine lets the operator react (2500 tokens once ended before the gate went False)
     running = in_thread(
         lambda: request(base, {"prompt": "drain", "max_tokens": tokens, "ignore_eos": True}, key=KEY, out=inflight)
     )
@@ -303,7 +316,7 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_d
     cluster.kubectl("patch", "ais", "svc", "-n", namespace, "--type=merge", "-p", json.dumps(change))
     wait_for(lambda: gate(serving_pod(cluster, namespace)) == "False/Draining", timeout=60, message="draining")
     drain_start = time.monotonic()
-    print(f"[real] spec change -> gate False/Draining: {drain_start - patched:.1f}s")
+    print(f"[real] spec change -> gate False/Draining: {drain_start - patched:.1f}s ({tokens}-token request in flight)")
     assert running.is_alive(), "the request ended before the drain began: nothing was drained"
     running.join(timeout=600)
     assert inflight["status"] == 200, inflight
@@ -356,8 +369,11 @@ def hang(
     stop = threading.Event()
     load = None
     if under_load:
-        load = clients(base, {"prompt": "x", "max_tokens": 800, "ignore_eos": True}, count=4, stop=stop, key=key)
-        wait_for(lambda: not idle(base), timeout=30, message="requests running before the hang")
+        # 8000 tokens each (~16 s alone): the engine is never between two requests when it is stopped (with 800,
+        # one run stopped it between them and the stall it judged was the canary's, not the clients')
+        load = clients(base, {"prompt": "x", "max_tokens": 8000, "ignore_eos": True}, count=4, stop=stop, key=key)
+        wait_for(lambda: gauges(base, "vllm:num_requests_running")["vllm:num_requests_running"] >= 1, timeout=30,
+                 message="requests running before the hang")  # fmt: skip
     os.kill(victim, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:
@@ -367,6 +383,8 @@ def hang(
         print(
             f"[real] {title} stopped {'under load' if under_load else 'at idle'}: /health 200, running gauge {running}"
         )
+        if under_load:  # the engine's last stats before the stop: the clients' requests were in it
+            assert running > 0, "stopped under load, yet no request was running"
 
         roll = wait_for(
             lambda: roll_of(cluster, namespace, uid), timeout=120, interval=0.5, message=f"{title} stopped: a roll"
