@@ -176,10 +176,10 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             memory=memory,
             now=ctx.now(),
         )
-        done = Pass(ctx=ctx, parsed=parsed, desired=desired, memory=memory, before=before, pods=pods,
+        seen = Pass(ctx=ctx, parsed=parsed, desired=desired, memory=memory, before=before, pods=pods,
                     rollout=rollout, extra=extra)  # fmt: skip
-        await walk(done)  # the rows of controller/steps.py, in order: engines first
-        pods, extra, conditions, pair = done.pods, done.extra, done.conditions, done.pair
+        await walk(seen)  # the rows of controller/steps.py, in order: engines first
+        pods, extra, conditions, pair = seen.pods, seen.extra, seen.conditions, seen.pair
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
