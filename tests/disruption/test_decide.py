@@ -288,6 +288,49 @@ CASES = [
         {},
     ),
     (
+        "requests still reached the pod after its gate fell (an endpoint list not yet updated): no delete until "
+        "a settle time without any",
+        [],
+        [replace(draining("a-0", NOW - 30, 0), arrived=(NOW - 4, NOW - 2)), ready("a-1")],
+        [],
+        2,
+        None,
+        {},
+    ),
+    (
+        "quiet for a settle time after the last late requests: the drain completes",
+        [],
+        [replace(draining("a-0", NOW - 30, 0), arrived=(NOW - 9, NOW - 6)), ready("a-1")],
+        [],
+        2,
+        Delete(
+            pod="a-0", uid="u-a-0", reason=R.DRIFT, message="m (drained 30s: Completed)", drain=DrainResult.COMPLETED
+        ),
+        {},
+    ),
+    (
+        "requests that arrived before the gate fell do not hold the drain",
+        [],
+        [replace(draining("a-0", NOW - 30, 0), arrived=(NOW - 33, NOW - 29)), ready("a-1")],
+        [],
+        2,
+        Delete(
+            pod="a-0", uid="u-a-0", reason=R.DRIFT, message="m (drained 30s: Completed)", drain=DrainResult.COMPLETED
+        ),
+        {},
+    ),
+    (
+        "late requests that never stop: drainSeconds still ends the drain (TimedOut)",
+        [],
+        [replace(draining("a-0", NOW - 1800, 0), arrived=(NOW - 3, NOW - 1)), ready("a-1")],
+        [],
+        2,
+        Delete(
+            pod="a-0", uid="u-a-0", reason=R.DRIFT, message="m (drained 1800s: TimedOut)", drain=DrainResult.TIMED_OUT
+        ),
+        {},
+    ),
+    (
         "a scrape from before the drain settled does not complete it",
         [],
         [replace(draining("a-0", NOW - 30, 0), in_flight_at=NOW - 28), ready("a-1")],

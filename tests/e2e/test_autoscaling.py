@@ -64,8 +64,15 @@ def ready_urls(cluster: Cluster, namespace: str) -> list[str]:
     )
 
 
+def _now() -> str:
+    """Wall-clock UTC with tenths, as status.rolls' times are read beside it."""
+    return time.strftime("%H:%M:%S", time.gmtime()) + f".{int(time.time() * 10) % 10}"
+
+
 class Load:
-    """Closed-loop clients over the Ready pods (the list refreshed every 0.5 s); every answer is counted."""
+    """Closed-loop clients over the Ready pods (the list refreshed every 0.5 s); every answer is counted.
+    A failure and each change of the list are kept with their wall time (`changes`), to read beside the
+    operator's status.rolls when a request is lost."""
 
     def __init__(self, cluster: Cluster, namespace: str, clients: int) -> None:
         self.cluster, self.namespace, self.clients = cluster, namespace, clients
@@ -73,6 +80,7 @@ class Load:
         self.stop = threading.Event()
         self.ok = 0
         self.failed: list[str] = []
+        self.changes: list[str] = []
         self.threads = [
             threading.Thread(target=self._refresh, daemon=True),
             threading.Thread(target=self._run, daemon=True),
@@ -92,7 +100,10 @@ class Load:
     def _refresh(self) -> None:
         while not self.stop.is_set():
             with contextlib.suppress(Exception):  # a kubectl hiccup: keep the last list
-                self.urls = ready_urls(self.cluster, self.namespace) or self.urls
+                urls = ready_urls(self.cluster, self.namespace) or self.urls
+                if urls != self.urls:
+                    self.changes.append(f"{_now()} clients send to {', '.join(urls)}")
+                self.urls = urls
             self.stop.wait(0.5)
 
     def _run(self) -> None:
@@ -111,9 +122,9 @@ class Load:
                                 if resp.status == 200:
                                     self.ok += 1
                                 else:
-                                    self.failed.append(f"{url}: HTTP {resp.status}")
+                                    self.failed.append(f"{_now()} {url}: HTTP {resp.status}")
                         except (aiohttp.ClientError, TimeoutError) as exc:
-                            self.failed.append(f"{url}: {exc!r}")
+                            self.failed.append(f"{_now()} {url}: {exc!r}")
 
                 await asyncio.gather(*(client(i) for i in range(self.clients)))
 
@@ -252,7 +263,7 @@ def test_a_lasting_queue_gets_a_second_replica_and_idle_returns_to_one(
         f"\nautoscaling: router (generation, pod-template-hash, pods) at 1 / 2 / 1 replicas: {router_at_one} / "
         f"{router_at_two} / {router_back}"
     )
-    assert load.failed == []
+    assert load.failed == [], "\n".join([*load.failed, *load.changes])
     assert load.ok > 0
     assert (len(ups), len(downs)) == (1, 1)  # no flapping
     assert scaled.get("desiredReplicas") == 2

@@ -211,7 +211,7 @@ def test_a_worse_change_is_rolled_back_after_one_replica_and_a_neutral_one_compl
         f"timeline: patched at {', '.join(PATCHED)}; rolls "
         + "; ".join(f"{r['time'][11:19]} {r['pod']} {r['reason']} ({r.get('drain')})" for r in rolls)
     )
-    assert load.failed == []
+    assert load.failed == [], "\n".join([*load.failed, *load.changes])
     assert load.ok > 0
     assert rollout["phase"] == "RolledBack"
     assert rollout["signal"] in ("TTFT", "Queue", "TPOT", "TokensPerRequest"), rollout

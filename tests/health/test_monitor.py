@@ -149,6 +149,50 @@ async def test_a_draining_pod_stays_out_and_takes_no_canary(example: ParsedServi
         await state.close()
 
 
+class CountingEngines(FakeEngines):
+    """Engines whose running and finished counts follow a script, one (running, finished) per scrape."""
+
+    def __init__(self, script: list[tuple[int, int]]) -> None:
+        super().__init__()
+        self.script = script
+
+    async def get_text(self, url: str, *, timeout: float) -> str | None:
+        running, finished = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        return (
+            f'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{engine="0"}} {running}.0\n'
+            f"# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{engine="0",finished_reason="length"}} {finished}.0\n'
+        )
+
+
+async def test_requests_that_still_reach_a_draining_pod_hold_its_delete(example: ParsedService) -> None:
+    """A drain whose engine is idle at a scrape long after its gate fell still waits when requests reached it
+    between the last two scrapes (something still routes there: an endpoint list not yet updated, a client's
+    old list): deleted then, its next request would be lost. Reached = finished + running grew; here 1 running,
+    then 0 running and 3 finished: two arrived and finished between the scrapes, and the drain waits a settle
+    time from then."""
+    since = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    draining = pod("a-0", "u0", "127.0.0.2")
+    draining["metadata"]["annotations"] = {
+        "inference.ascend.dev/drain": json.dumps({"since": since, "reason": "SpecChanged", "message": ""})
+    }
+    kube = cluster(draining, {"kind": KIND, "metadata": {"name": "a"}, "status": {}})
+    state, memory = MonitorState(), ServiceMemory()
+    mon = monitor(kube, CountingEngines([(1, 0), (0, 3), (0, 3)]), [])
+    spec = example.spec.model_copy(update={"replicas": 1})
+    try:
+        for _ in range(2):
+            await health_pass(mon, spec=spec, namespace="ns", service="a", state=state, memory=memory)
+        assert memory.in_flight == {"u0": 0}
+        assert "u0" in memory.arrived, "the requests between the scrapes were counted"
+        assert not kube.requests("delete", kind="Pod"), "deleted while requests still reached it"
+        memory.arrived["u0"] = (memory.arrived["u0"][0] - 60, memory.arrived["u0"][1] - 60)  # a minute ago
+        await health_pass(mon, spec=spec, namespace="ns", service="a", state=state, memory=memory)
+        assert [c.name for c in kube.requests("delete", kind="Pod")] == ["a-0"], "quiet since: the drain ends"
+    finally:
+        await state.close()
+
+
 class KeyedEngines(FakeEngines):
     """Engines that take one bearer key, as vLLM's --api-key / VLLM_API_KEY does; records the keys sent."""
 

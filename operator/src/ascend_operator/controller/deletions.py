@@ -102,6 +102,7 @@ def pod_states(views: Sequence[PodView], memory: ServiceMemory) -> list[PodState
                 drain_message=drain.get("message", ""),
                 in_flight=flight if p.uid in memory.in_flight else None,
                 in_flight_at=memory.scraped_at if p.uid in memory.in_flight else None,
+                arrived=memory.arrived.get(p.uid),
                 unanswered_since=memory.unanswered_since.get(p.uid),
             )
         )

@@ -172,8 +172,23 @@ def _share(
     memory.unanswered_since = {
         uid: memory.unanswered_since.get(uid, scraped_at) for uid, s in samples.items() if s is None
     }
+    _count_arrivals(memory, samples, scraped_at=scraped_at)
     memory.scraped_at = scraped_at
     memory.served = {uid for uid, health in state.pods.items() if health.served}
+
+
+def _count_arrivals(memory: ServiceMemory, samples: Mapping[str, EngineSample | None], *, scraped_at: float) -> None:
+    """Which engines requests reached since their previous answered scrape, and in which interval (what a
+    drain's quiet is timed from, disruption/model.py PodState.arrived). A count that went down (a restarted
+    engine, clients' aborts) is a new baseline, no arrival."""
+    seen = {uid: (scraped_at, s.finished + s.running + s.waiting) for uid, s in samples.items() if s is not None}
+    for uid, (_, count) in seen.items():
+        before = memory.requests_seen.get(uid)
+        if before is not None and count > before[1]:
+            memory.arrived[uid] = (before[0], scraped_at)
+    unanswered = {uid: memory.requests_seen[uid] for uid in samples if uid in memory.requests_seen}
+    memory.requests_seen = {**unanswered, **seen}  # an unanswered scrape keeps the last count to compare with
+    memory.arrived = {uid: w for uid, w in memory.arrived.items() if uid in samples}
 
 
 def _loading(pod: PodView, state: MonitorState, spec: AscendInferenceServiceSpec, *, now: float) -> bool:

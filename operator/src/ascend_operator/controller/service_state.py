@@ -41,6 +41,14 @@ class ServiceMemory:
     """Pod uid -> running + waiting requests at the health loop's last scrape (None: no answer)."""
     scraped_at: float | None = None
     """Wall-clock epoch seconds of the health loop's last scrape (the time of `in_flight`)."""
+    requests_seen: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Pod uid -> (`scraped_at`, requests finished + running + waiting) at its last answered scrape: the
+    count grows by the requests that reached the engine since (a finishing one moves from one term to the
+    other, vllm/v1/metrics/loggers.py:676-690, 1185). A client's abort leaves it without being counted as
+    finished (vllm/v1/engine/async_llm.py:591-593, aissim/engine.py `abort`): the count drops, and an interval
+    with as many aborts as arrivals shows none."""
+    arrived: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Pod uid -> (start, end) of the last interval between two scrapes in which requests reached it."""
     unanswered_since: dict[str, float] = field(default_factory=dict)
     """Pod uid -> `scraped_at` of the first of its unanswered scrapes up to the last one (answered: absent)."""
     served: set[str] = field(default_factory=set)

@@ -3,7 +3,8 @@
 Order of business in one pass:
 1. a drain in progress ends first: its pod is deleted once its running + waiting requests reach 0 at a
    scrape taken at least `settle_seconds` after the drain started (so a request routed before the Service
-   dropped the pod is counted), when
+   dropped the pod is counted) and after the last requests that still reached it since (something that
+   still routes there, an endpoint list not yet updated, would otherwise lose its next request), when
    `drainSeconds` passes, or once the engine has not answered a scrape for a stall window;
 2. then the candidates, pods that serve nobody first (a duplicate, a stalled, crashed or loading pod),
    then planned ones in replica order. For each, the chain `REFUSALS` in order (each rule a function of
@@ -59,7 +60,8 @@ class DisruptionConfig:
     drain_seconds: float = 1800.0
     settle_seconds: float = 5.0
     """Least time a drain lasts before "no requests" counts (endpoint removal takes a moment to reach
-    every kube-proxy and endpoint picker); the scrape interval."""
+    every kube-proxy and endpoint picker), and the quiet it needs after requests that still arrived while
+    it drained; the scrape interval."""
     health: HealthSpec
 
 
@@ -76,7 +78,9 @@ def _drain_end(pod: PodState, *, now: float, cfg: DisruptionConfig) -> DrainResu
     assert since is not None
     if pod.unanswered_since is not None and now - pod.unanswered_since >= cfg.health.stall.window_seconds:
         return DrainResult.NOT_DRAINED
-    if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - since >= cfg.settle_seconds:
+    arrived = pod.arrived  # requests that reached it after the gate fell: quiet only from their scrape on
+    quiet_since = arrived[1] if arrived is not None and arrived[0] >= since else since
+    if pod.in_flight == 0 and pod.in_flight_at is not None and pod.in_flight_at - quiet_since >= cfg.settle_seconds:
         return DrainResult.COMPLETED
     if now - since >= cfg.drain_seconds:
         return DrainResult.TIMED_OUT

@@ -146,6 +146,11 @@ class PodState:
     """vllm:num_requests_running + vllm:num_requests_waiting at the last scrape; None when unknown."""
     in_flight_at: float | None = None
     """Epoch seconds of that scrape: only a scrape taken after the drain settled can complete it."""
+    arrived: tuple[float, float] | None = None
+    """(start, end) epoch seconds of the last interval between two scrapes in which requests reached the
+    engine (its finished count plus its running + waiting grew), None when none was seen. One that began
+    after the drain did means something still routes to the pod (endpoints not yet propagated, a client
+    holding an old list): the drain waits until it has been quiet for the settle time."""
     unanswered_since: float | None = None
     """Epoch seconds of the first of the unanswered scrapes up to the last one (an engine that died while
     draining), None when the last scrape was answered. One unanswered scrape is not a dead engine: a busy
