@@ -92,7 +92,7 @@ def test_plan_shows_the_seed_budget() -> None:
     assert result.returncode == 0, result.stderr
     assert "free for KV per NPU  13.80 GiB" in result.stdout
     assert "KV pool              1,078,120 tokens" in result.stdout
-    assert "max-length requests  3 at once" in result.stdout
+    assert "max-length requests  1 at once (2.03 pool tokens per context token: hybrid KV)" in result.stdout
     assert "verdict              fits" in result.stdout
 
 

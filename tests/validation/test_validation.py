@@ -346,7 +346,14 @@ def test_plan_reports_the_seed_kv_pool_and_max_length_requests() -> None:
     plan = _plan()
     assert plan.free_kv_gib == pytest.approx(13.8)
     assert plan.kv_pool_tokens == 1_078_120
-    assert plan.max_len_requests == 3  # 1.078M / 327680
+    assert plan.max_len_requests == 1  # 1.078M // (327680 x 2.03): the hybrid KV (the profile's cost per token)
+
+
+def test_max_length_requests_say_what_the_seed_saw_a_512k_prompt_do() -> None:
+    """docs/FACTS.md: on baseline TP8 a 512K prompt completed; with DSA-CP (pool ~969K) the same prompt drove
+    KV usage to 97.5% and never finished. Counting one pool token per context token would have said 2 and 1."""
+    assert _plan(max_model_len=524_288).max_len_requests == 1
+    assert _plan(max_model_len=524_288, long_context=True).max_len_requests == 0
 
 
 def test_long_context_and_dp2_pools_follow_the_seed() -> None:

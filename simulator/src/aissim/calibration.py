@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from ascend_operator.api.profiles import load_profiles
+
 KIB_PER_GIB = 1024 * 1024
 
 # ---------------------------------------------------------------------------------------------------
@@ -74,13 +76,13 @@ KV_FREE_GIB_AT_090 = {8: 13.8, 4: 12.1}  # "free for KV ~13.8 GiB | ~12.1 GiB"
 KV_FIXED_GIB = {8: 39.10 + 1.44 + 0.46 + 1.07, 4: 40.47 + 1.69 + 0.56 + 1.11}
 REFERENCE_UTILIZATION = 0.90  # production --gpu-memory-utilization 0.90
 # Hybrid KV (docs/FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
-# fills first, not tokens / 1.078M, so each context token costs more than one pool token. The seed bounds
-# the cost: baseline TP8 completes a 512K prompt (148.76 s / 144.56 s), so 512K x cost < 1,078,120; with
-# DSA-CP (pool ~969K) the same request drove usage 0.6% -> 83.7% -> 90.8% -> 97.5% and never finished, so
-# 512K x cost > 0.975 x 969K. Hence 1.80 < cost < 2.06; 2.03 is chosen so that a baseline 512K prompt reads
-# ~98.7% (past the seed's 97.5% stall point, under 100%): the `stall-at-kv` fault then catches it exactly
-# where the seed's engine stopped, and without the fault it completes as the seed's baseline did.
-KV_POOL_TOKENS_PER_CONTEXT_TOKEN = 2.03
+# fills first, not tokens / 1.078M, so each context token costs more than one pool token. The figure and its
+# derivation from the seed (1.80 < cost < 2.06) are the model profile's (ascend_operator/data/
+# model_profiles.yaml), which `aisctl plan` counts max-length requests with: one number for both. 2.03 puts
+# a baseline 512K prompt at ~98.7%, so the `stall-at-kv` fault catches it exactly where the seed's engine
+# stopped (97.5%), and without the fault it completes as the seed's baseline did.
+PROFILE = "deepseek-v4-flash-w8a8"  # the model aissim plays: the seed's (its examples name this profile)
+KV_POOL_TOKENS_PER_CONTEXT_TOKEN = load_profiles()[PROFILE].kv_pool_tokens_per_context_token
 DSA_CP_KV_POOL_TOKENS = {8: 969_000, 4: 799_000}  # docs/FACTS.md "With DSA-CP on, KV capacity drops to ..."
 # Startup requirement fitted in the seed: needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x MBT
 # (docs/FACTS.md "Startup requirement"; MBT 32768 "does not start").

@@ -48,6 +48,9 @@ class ModelProfile(BaseModel):
     """config.json `model_type`; vllm-ascend's block-size rule depends on it (contract.additional_config)."""
     startup_kib_per_model_len_token: float
     startup_kib_per_batched_token: float
+    kv_pool_tokens_per_context_token: float = Field(default=1.0, ge=1.0)
+    """Pool tokens (the engine's "GPU KV cache size") one token of context takes: above 1 for a hybrid KV
+    whose groups fill unevenly (the profile's yaml gives the measurement it comes from)."""
     measured_at_utilization: float = Field(gt=0, le=1)
     layouts: list[Layout]
 

@@ -69,8 +69,17 @@ def format_plan(name: str, plan: BudgetPlan, spec: AscendInferenceServiceSpec) -
             f"  startup KV need      {_gib(plan.needed_gib)}"
             + (f" ({plan.needed_fraction:.0%} of free)" if plan.needed_fraction is not None else ""),
             f"  KV pool              {plan.kv_pool_tokens:,} tokens" if plan.kv_pool_tokens is not None else "",
-            f"  max-length requests  {plan.max_len_requests} at once" if plan.max_len_requests is not None else "",
+            _max_length(plan),
         ]
     lines.append(f"  verdict              {plan.verdict}: {plan.note}")
     lines += prefill_lines(spec)
     return "\n".join(line for line in lines if line)
+
+
+def _max_length(plan: BudgetPlan) -> str:
+    """How many maxModelLen requests the pool holds at once, and what one context token costs in it."""
+    if plan.max_len_requests is None:
+        return ""
+    cost = plan.pool_tokens_per_context_token
+    per = f" ({cost:g} pool tokens per context token: hybrid KV)" if cost is not None and cost != 1 else ""
+    return f"  max-length requests  {plan.max_len_requests} at once{per}"

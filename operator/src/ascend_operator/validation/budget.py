@@ -53,6 +53,10 @@ class BudgetPlan:
     needed_gib: float | None = None
     kv_pool_tokens: int | None = None
     max_len_requests: int | None = None
+    """Requests of maxModelLen tokens the pool holds at once, each costing the profile's pool tokens per
+    context token (DeepSeek-V4's hybrid KV: 2.03)."""
+    pool_tokens_per_context_token: float | None = None
+    """The profile's: pool tokens one token of context takes."""
 
     @property
     def needed_fraction(self) -> float | None:
@@ -151,5 +155,6 @@ def plan_budget(inp: BudgetInput, *, profiles: dict[str, ModelProfile] | None = 
         verdict=verdict,
         note=note,
         needed_gib=needed,
-        max_len_requests=pool // inp.max_model_len,
+        max_len_requests=int(pool // (inp.max_model_len * profile.kv_pool_tokens_per_context_token)),
+        pool_tokens_per_context_token=profile.kv_pool_tokens_per_context_token,
     )
