@@ -131,3 +131,23 @@ async def test_a_pass_walks_the_rows_in_the_order_render_prints_them_and_a_conve
         await reconcile(service, ctx, memory)
     writes = [(c.verb, c.kind, c.name) for c in kube.requests("create", "patch", "delete")]
     assert writes == [], f"a converged pass wrote {writes}"
+
+
+async def test_a_slow_step_is_logged_by_name_and_only_it(caplog: pytest.LogCaptureFixture) -> None:
+    """A pass that reacts late says where its time went: here the API server takes 10 s per pod create (the
+    operator's clock advances as it answers), so the engines step, and no other, is logged with its time."""
+    clock = [0.0]
+
+    class SlowPods(FakeKube):
+        async def create(self, body: Any) -> bool:
+            clock[0] += 10.0 if body.get("kind") == "Pod" else 0.0
+            return await super().create(body)
+
+    body = load(EXAMPLE)
+    kube = SlowPods()
+    kube.add({**body, "metadata": {**body["metadata"], "generation": 1}}, namespace=NAMESPACE)
+    ctx = Context(kube=kube, events=lambda *e: None, now=lambda: "2026-12-01T00:00:00Z", mono=lambda: clock[0])
+    caplog.set_level("INFO", logger="ascend_operator.controller.steps")
+    await reconcile(kube.of_kind(KIND, NAMESPACE)[0], ctx, ServiceMemory())
+    name = body["metadata"]["name"]
+    assert [r.getMessage() for r in caplog.records] == [f"reconcile of {NAMESPACE}/{name}: step engines took 10.0s"]

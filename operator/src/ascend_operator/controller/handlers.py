@@ -52,6 +52,9 @@ from ascend_operator.render.netpol import OperatorPeer
 DEFAULT_RESYNC_SECONDS = 30.0
 #: Seconds a loop waits after a failed pass before events may wake it again.
 ERROR_BACKOFF_SECONDS = 5.0
+#: A pass that takes this long is logged with its time (its slow steps are logged by controller/steps.py);
+#: every pass's time is also the histogram `ascend_operator_pass_duration_seconds{loop}`.
+SLOW_PASS_SECONDS = 5.0
 #: Resync periods vary by this fraction either way.
 JITTER = 0.1
 #: The health loop's period while a spec does not parse (spec.health.scrapeIntervalSeconds' default).
@@ -185,7 +188,10 @@ async def _guarded(
     started = time.monotonic()
     try:
         await run()
-        record_pass(loop, time.monotonic() - started)
+        took = time.monotonic() - started
+        record_pass(loop, took)
+        if took >= SLOW_PASS_SECONDS:
+            logger.info(f"{what} took {took:.1f}s")
         return
     except kopf.TemporaryError as exc:
         logger.info(f"{what} will be retried: {exc}")
