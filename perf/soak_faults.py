@@ -131,10 +131,12 @@ class Plant:
 
 
 class Supervisor:
-    """Restarts a control-plane component that exited, as the kubelet restarts a static pod: kube-scheduler
-    and kube-controller-manager exit on purpose when they cannot renew their leader lease (an API server
-    restart longer than the renew deadline), and on a real control plane come straight back. Without this,
-    the first API server restart leaves every later pod Pending (seen: the soak's first run).
+    """Restarts a control-plane component that exited, as the kubelet restarts a static pod. Without this,
+    the first API server restart left every later pod Pending (the soak's first run: kube-scheduler gone).
+    Why they exit is not the leader lease (hack/local-cluster runs them with --leader-elect=false): a 25 s API
+    server outage 40 s after start leaves every component running (2026-12-05, 145 s watched); one within
+    seconds of start ends kube-controller-manager ("Error building controllers": it cannot create a
+    controller's client), and the soak's case was not caught in a log. A real control plane restarts them.
     The command lines are read from /proc while the components run (harness/cluster.py kill_component's way)."""
 
     def __init__(self, cluster: Cluster) -> None:
