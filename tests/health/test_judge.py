@@ -153,3 +153,22 @@ def test_the_kv_transfer_rule_applies_only_to_the_decode_engine_the_machine_is_t
     assert judge(replace(state, last_canary=now), now=now, cfg=CFG).reason == "CanaryPassing"
     full = judge(replace(state, last_canary=now), now=now, cfg=CFG, decode_slots=2)  # every slot runs
     assert full.reason == "CanaryPassing"
+
+
+def test_unanswered_scrapes_shorter_than_the_silence_rule_are_no_stall_with_a_short_window() -> None:
+    """A stall window under three scrape intervals (the real-engine tier's 10 s at a 5 s scrape) and a busy
+    engine whose /metrics then goes unanswered for 11 s (a loaded host): not yet EngineNotAnswering (three
+    intervals), and never Stalled, since nothing answered shows a frozen engine. Measured to now, the span
+    after the last answer was called a stall and the pod rolled (a warm CI run, 2026-12-05)."""
+    cfg = HealthSpec(canary=CanarySpec(failure_threshold=3), stall={"window_seconds": 10.0})
+    state = PodHealth(mismatches=())
+    for i in range(4):
+        state = fold_sample(state, busy(i * 5.0, i * 100.0), cfg=cfg)
+    state = fold_canary(state, CanaryOutcome(ok=True, before=None, after=None, ended=0.0))  # long ago
+    last = state.samples[-1].t
+    verdict = judge(state, now=last + 11.0, cfg=cfg)
+    assert (verdict.reason, verdict.roll) == ("CanaryPassing", None)
+    # answered scrapes that show no progress for the window still are a stall
+    for i in range(1, 4):
+        state = fold_sample(state, busy(last + i * 5.0, 300.0), cfg=cfg)
+    assert judge(state, now=last + 15.0, cfg=cfg).roll == RollReason.STALLED

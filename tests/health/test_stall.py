@@ -16,7 +16,7 @@ CFG = StallSpec()
 def first_stall(trace: Trace, cfg: StallSpec = CFG) -> float | None:
     """Replay the trace scrape by scrape; the time of the first stall verdict."""
     for i in range(1, len(trace)):
-        if detect_stall(trace[: i + 1], now=trace[i].t, cfg=cfg).stalled:
+        if detect_stall(trace[: i + 1], cfg=cfg).stalled:
             return trace[i].t
     return None
 
@@ -42,7 +42,7 @@ def test_512k_stall_at_975_kv_is_caught_within_45s_with_strong_evidence() -> Non
     caught = first_stall(trace)
     assert caught is not None
     assert caught - frozen_at <= 45
-    finding = detect_stall([s for s in trace if s.t <= caught], now=caught, cfg=CFG)
+    finding = detect_stall([s for s in trace if s.t <= caught], cfg=CFG)
     assert finding.reason == "Stalled"
     assert "the seed's 512K stall" in finding.message
     assert finding.evidence["kvUsage"] == pytest.approx(0.975)
@@ -62,10 +62,10 @@ def test_window_is_tunable() -> None:
 
 def test_reasons_name_the_policy() -> None:
     idle = [EngineSample(t=0), EngineSample(t=5)]
-    assert detect_stall(idle, now=5, cfg=CFG).reason == "Idle"
-    assert detect_stall(idle[:1], now=5, cfg=CFG).reason == "InsufficientData"
+    assert detect_stall(idle, cfg=CFG).reason == "Idle"
+    assert detect_stall(idle[:1], cfg=CFG).reason == "InsufficientData"
     busy = steady(60, batch=4)
-    assert detect_stall(busy, now=busy[-1].t, cfg=CFG).reason == "Progressing"
+    assert detect_stall(busy, cfg=CFG).reason == "Progressing"
 
 
 #: `--max-num-seqs` of the decode engines below.
@@ -103,7 +103,7 @@ def decode_engine(
 
 def first_decode_stall(trace: Trace, slots: int | None = SLOTS) -> float | None:
     for i in range(1, len(trace)):
-        if detect_stall(trace[: i + 1], now=trace[i].t, cfg=CFG, decode_slots=slots).stalled:
+        if detect_stall(trace[: i + 1], cfg=CFG, decode_slots=slots).stalled:
             return trace[i].t
     return None
 
@@ -140,12 +140,12 @@ def test_a_decode_engine_is_judged_on_its_kv_transfers_while_a_slot_is_free(
     else:
         assert caught is not None, name
         assert stalls_at <= caught <= stalls_at + 5, name  # one scrape after the window
-    assert detect_stall(trace, now=trace[-1].t, cfg=CFG, decode_slots=slots).reason == reason, name
+    assert detect_stall(trace, cfg=CFG, decode_slots=slots).reason == reason, name
 
 
 def test_a_stuck_transfer_names_the_waiting_requests_and_the_free_slots() -> None:
     trace = decode_engine(300, waiting_for_kv=3, transfer_every=None)
-    finding = detect_stall(trace, now=trace[-1].t, cfg=CFG, decode_slots=SLOTS)
+    finding = detect_stall(trace, cfg=CFG, decode_slots=SLOTS)
     assert finding.message.startswith("3 request(s) waiting for their KV from a prefill engine")
     assert "4 of 8 running" in finding.message
     assert finding.evidence["waitingForKV"] == 3
@@ -171,4 +171,4 @@ def test_a_transfer_that_completes_ends_the_wait() -> None:
     stuck = decode_engine(100, waiting_for_kv=2, transfer_every=None)
     arrived = [*stuck[:-1], EngineSample(t=stuck[-1].t, running=6, generation_tokens=1e6, iterations=1e5,
                                          external_prompt_tokens=8192.0, deferred=0.0)]  # fmt: skip
-    assert detect_stall(arrived, now=arrived[-1].t, cfg=CFG, decode_slots=SLOTS).reason == "Progressing"
+    assert detect_stall(arrived, cfg=CFG, decode_slots=SLOTS).reason == "Progressing"

@@ -117,7 +117,7 @@ def test_a_stalled_rank_stalls_the_engine_and_is_named(
     case: str, ranks: dict[str, Rank], stalled: tuple[str, ...] | None, message: str | None
 ) -> None:
     samples = trace(ranks, until=120)
-    finding = detect_stall(samples, now=120, cfg=CFG)
+    finding = detect_stall(samples, cfg=CFG)
     assert finding.stalled is (stalled is not None), (case, finding)
     if stalled is not None:
         assert (finding.reason, finding.ranks, finding.message) == ("Stalled", stalled, message)
@@ -128,14 +128,14 @@ def test_a_stalled_rank_stalls_the_engine_and_is_named(
 
 def test_one_rank_is_judged_as_the_engine() -> None:
     samples = trace({"0": Rank(running=2, frozen_at=20)}, until=120)
-    finding = detect_stall(samples, now=120, cfg=CFG)
+    finding = detect_stall(samples, cfg=CFG)
     assert (finding.stalled, finding.ranks) == (True, ())
     assert finding.message.startswith("2 request(s) running, 0 waiting and no forward progress for 100s")
 
 
 def test_canary_failures_stay_in_the_evidence_of_a_rank_stall() -> None:
     samples = trace({str(i): Rank(frozen_at=20) for i in range(2)}, until=120)
-    finding = detect_stall(samples, now=120, cfg=CFG, canary_failures=2)
+    finding = detect_stall(samples, cfg=CFG, canary_failures=2)
     assert finding.ranks == ("0", "1")
     assert finding.evidence["canaryFailures"] == 2
 
@@ -143,7 +143,7 @@ def test_canary_failures_stay_in_the_evidence_of_a_rank_stall() -> None:
 def test_a_rank_stall_is_caught_within_the_window_of_its_freeze() -> None:
     ranks = {**ADVANCING, "2": Rank(frozen_at=50)}
     samples = trace(ranks, until=200)
-    first = next(s.t for i, s in enumerate(samples) if detect_stall(samples[: i + 1], now=s.t, cfg=CFG).stalled)
+    first = next(s.t for i, s in enumerate(samples) if detect_stall(samples[: i + 1], cfg=CFG).stalled)
     assert 50 + CFG.window_seconds <= first <= 50 + CFG.window_seconds + STEP
 
 

@@ -108,12 +108,12 @@ async def test_a_hung_worker_stops_its_ranks_and_the_verdict_names_them(
         assert code == 200
         await asyncio.sleep(2.0)  # past the leader's peer timeout
         samples = await _scrapes(leader, seconds=3.0)
-        finding = detect_stall(samples, now=samples[-1].t, cfg=StallSpec(window_seconds=2.0))
+        finding = detect_stall(samples, cfg=StallSpec(window_seconds=2.0))
         assert (finding.stalled, finding.ranks) == (True, stalled), finding
         assert f"of 4: {2 * len(stalled)} request(s) running" in finding.message
         summed = [replace(s, ranks={}) for s in samples]
         # summed over ranks, the dense group's stall hides behind the leader's progressing ranks
-        assert detect_stall(summed, now=samples[-1].t, cfg=StallSpec(window_seconds=2.0)).stalled is not dense
+        assert detect_stall(summed, cfg=StallSpec(window_seconds=2.0)).stalled is not dense
     finally:
         for request in load:
             request.cancel()

@@ -245,7 +245,6 @@ def _stalled(f: Facts) -> Finding | None:
         return None
     stall = detect_stall(
         f.state.samples,
-        now=f.now,
         cfg=f.cfg.stall,
         canary_failures=f.state.canary_failures,
         decode_slots=f.decode_slots,

@@ -51,13 +51,18 @@ class StallFinding:
     """The DP ranks (`engine` label values) found stalled; empty when judged as one engine."""
 
 
-Policy = Callable[[Sequence[EngineSample], float, StallSpec, int, int | None], StallFinding | None]
-"""(samples, now, config, canary failures, decode slots) -> a finding, or None to ask the next policy. Decode
-slots: `--max-num-seqs` of a decode engine of a P/D pair (per DP rank, as vLLM applies it); None elsewhere."""
+Policy = Callable[[Sequence[EngineSample], StallSpec, int, int | None], StallFinding | None]
+"""(samples, config, canary failures, decode slots) -> a finding, or None to ask the next policy. Decode
+slots: `--max-num-seqs` of a decode engine of a P/D pair (per DP rank, as vLLM applies it); None elsewhere.
+Time is judged up to the last answered scrape (`samples[-1].t`), never to "now": scrapes that went
+unanswered since are no evidence of a frozen engine (a loaded API server answers /metrics late while the
+engine generates), and silence is the judge's EngineNotAnswering to call (health/judge.py). Measured to now,
+a stall window shorter than that rule's three scrape intervals called 10 s of unanswered scrapes a stall
+(the real-engine tier's queued phase, stall window 10 s at a 5 s scrape, on a loaded CI host)."""
 
 
 def _no_data(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+    samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     if len(samples) < 2:
         return StallFinding(stalled=False, reason=DetectorFinding.INSUFFICIENT_DATA, message="fewer than two scrapes")
@@ -82,7 +87,7 @@ def stuck_since(samples: Sequence[EngineSample]) -> float:
 
 
 def _idle(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+    samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     # Asked now, not at some point of the span: requests that finished or were aborted (running back to 0
     # with a stale KV gauge) ask nothing more of the engine.
@@ -97,9 +102,9 @@ def _idle(
 
 
 def _progressing(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+    samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
-    frozen_for = now - stuck_since(samples)
+    frozen_for = samples[-1].t - stuck_since(samples)
     if frozen_for < cfg.window_seconds:
         return StallFinding(
             stalled=False,
@@ -110,11 +115,9 @@ def _progressing(
     return None
 
 
-def _stalled(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
-) -> StallFinding:
+def _stalled(samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None) -> StallFinding:
     last = samples[-1]
-    frozen_for = now - stuck_since(samples)
+    frozen_for = last.t - stuck_since(samples)
     strong = last.kv_usage >= cfg.kv_evidence_threshold
     detail = (
         f"; KV at {last.kv_usage:.1%} (>= {cfg.kv_evidence_threshold:.1%}, the seed's 512K stall)" if strong else ""
@@ -165,7 +168,7 @@ def transfer_span(samples: Sequence[EngineSample], slots: int) -> Sequence[Engin
 
 
 def _transfer_stuck(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
+    samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None
 ) -> StallFinding | None:
     """A decode engine whose KV transfers stopped still advances on every request that needs none (the
     operator's canary among them), so it is judged on its transfers too: requests waiting for KV for a
@@ -174,10 +177,10 @@ def _transfer_stuck(
     if slots is None:
         return None
     span = transfer_span(samples, slots)
-    if not span or now - span[0].t < cfg.window_seconds:
-        return None
     last = samples[-1]
-    waited = now - span[0].t
+    if not span or last.t - span[0].t < cfg.window_seconds:
+        return None
+    waited = last.t - span[0].t
     return StallFinding(
         stalled=True,
         reason=DetectorFinding.STALLED,
@@ -197,14 +200,12 @@ def _transfer_stuck(
 POLICIES: tuple[Policy, ...] = (_no_data, _idle, _transfer_stuck, _progressing)
 
 
-def _chain(
-    samples: Sequence[EngineSample], now: float, cfg: StallSpec, canary_failures: int, slots: int | None
-) -> StallFinding:
+def _chain(samples: Sequence[EngineSample], cfg: StallSpec, canary_failures: int, slots: int | None) -> StallFinding:
     for policy in POLICIES:
-        finding = policy(samples, now, cfg, canary_failures, slots)
+        finding = policy(samples, cfg, canary_failures, slots)
         if finding is not None:
             return finding
-    return _stalled(samples, now, cfg, canary_failures, slots)
+    return _stalled(samples, cfg, canary_failures, slots)
 
 
 def rank_series(samples: Sequence[EngineSample], engine: str) -> list[EngineSample]:
@@ -212,14 +213,14 @@ def rank_series(samples: Sequence[EngineSample], engine: str) -> list[EngineSamp
     return [view for s in samples if (view := rank_view(s, engine)) is not None]
 
 
-def stalled_ranks(samples: Sequence[EngineSample], *, now: float, cfg: StallSpec) -> dict[str, StallFinding]:
+def stalled_ranks(samples: Sequence[EngineSample], *, cfg: StallSpec) -> dict[str, StallFinding]:
     """The ranks of the latest scrape that the chain finds stalled on their own series (only when the
     engine reports more than one rank: a single rank is the engine itself)."""
     ranks = samples[-1].ranks if samples else {}
     if len(ranks) < 2:
         return {}
     # a rank's view carries no `deferred` (transfers are judged on the whole engine): no decode slots here
-    found = {engine: _chain(rank_series(samples, engine), now, cfg, 0, None) for engine in ranks}
+    found = {engine: _chain(rank_series(samples, engine), cfg, 0, None) for engine in ranks}
     return {engine: finding for engine, finding in found.items() if finding.stalled}
 
 
@@ -251,7 +252,6 @@ def _ranks_finding(stalled: dict[str, StallFinding], total: int, cfg: StallSpec)
 def detect_stall(
     samples: Sequence[EngineSample],
     *,
-    now: float,
     cfg: StallSpec,
     canary_failures: int = 0,
     decode_slots: int | None = None,
@@ -260,10 +260,10 @@ def detect_stall(
     explains the state, and a stalled rank is named. `decode_slots`: the engine is a P/D decode engine with
     this `--max-num-seqs` (its KV transfers are judged too); None: any other engine."""
     ordered = sorted(samples, key=lambda s: s.t)
-    whole = _chain(ordered, now, cfg, canary_failures, decode_slots)
+    whole = _chain(ordered, cfg, canary_failures, decode_slots)
     if whole.reason is DetectorFinding.INSUFFICIENT_DATA:
         return whole
-    ranks = stalled_ranks(ordered, now=now, cfg=cfg)
+    ranks = stalled_ranks(ordered, cfg=cfg)
     if not ranks:
         return whole
     finding = _ranks_finding(ranks, len(ordered[-1].ranks), cfg)
