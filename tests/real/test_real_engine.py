@@ -275,6 +275,9 @@ def test_real_engine_ready_with_auth_config_checked_queued_canary_long_prefill_d
         f"[real] queued phase: waiting peaked at {waiting_seen:.0f}; the test's /metrics peeks unanswered: {unanswered}"
     )
     assert waiting_seen >= 4, f"the engine never queued requests (waiting peaked at {waiting_seen})"
+    # never rolled (a replaced pod shows only as "no gate" samples of a new uid: the roll says why)
+    rolls = (ais(cluster, namespace, "svc").get("status") or {}).get("rolls")
+    assert not rolls, f"the queued engine was rolled: {rolls}"
     judged_healthy(seen, min_passing=0.5)
     load.join(timeout=300)
     wait_for(lambda: idle(base), timeout=300, message="the load's requests finished")

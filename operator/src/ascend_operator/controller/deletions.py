@@ -238,6 +238,8 @@ async def _drain(site: Site, action: Drain) -> None:
     site.events(
         "Normal", EventReason.DRAINING, f"draining pod {action.pod} before deleting it, reason {action.reason.value}"
     )
+    log.info("%s/%s: draining pod %s, reason %s: %s", site.namespace, site.service, action.pod,
+             action.reason.value, action.message)  # fmt: skip
 
 
 def _record(site: Site, *, pod: str, uid: str, reason: RollReason, message: str, drain: DrainResult) -> Roll:
@@ -284,6 +286,10 @@ async def _delete(site: Site, memory: ServiceMemory, action: Delete, views: Sequ
     if action.reason in FORCE_REASONS:
         await _force_members(site, memory, pod)
     record_roll(site.namespace, site.service, action.reason)
+    # the operator's log keeps every deletion with its reason too: events expire (1 h by default), and a
+    # pod that went under load is read from the log afterwards (a CI run's real engine, 2026-12-05)
+    log.info("%s/%s: deleted pod %s, reason %s (%s): %s", site.namespace, site.service, action.pod,
+             action.reason.value, action.drain.value, action.message)  # fmt: skip
     if action.reason in HEALTH_REASONS:
         site.events(
             "Warning",
