@@ -142,8 +142,10 @@ async def test_the_decode_request_waits_the_transfer_time_of_its_prompt(sim: Sim
     transfer = cal.kv_transfer_s(tokens=100_000, tp=8, gbps=gbps)
     assert 1.0 < transfer < 2.0  # 100K tokens at 2 GB/s per NPU: ~1.4 engine s
     ttft = await value(decode, "vllm:time_to_first_token_seconds_sum")
-    # the wait, then one token computed, not 100K (~25 engine s); at 10x, HTTP between the engines adds ~0.1
-    assert transfer <= ttft < transfer + 0.5
+    # the wait, then one token computed: not 100K (~25 engine s) and not the wait twice. At 10x, the HTTP pull
+    # between the engines costs ~0.1 engine s on a quiet host and 0.6 was seen on a loaded CI (60 ms of wall time),
+    # so the upper bound is the wait twice (~140 ms of wall time to spare), not a tight margin.
+    assert transfer <= ttft < 2 * transfer
 
 
 async def test_a_hung_transfer_leaves_the_decode_request_waiting_until_it_clears(
