@@ -70,24 +70,30 @@ DP2_TP4_C64_TOKS = 820.04
 # ---------------------------------------------------------------------------------------------------
 # KV cache: docs/FACTS.md "Memory / KV budget (per NPU)".
 # ---------------------------------------------------------------------------------------------------
-KV_POOL_TOKENS_AT_090 = {8: 1_078_120, 4: 941_000}  # "GPU KV cache size: 1,078,120 tokens"; ~941K DP2xTP4
-KV_FREE_GIB_AT_090 = {8: 13.8, 4: 12.1}  # "free for KV ~13.8 GiB | ~12.1 GiB"
-# weights + activation + non-torch + graph: 39.10+1.44+0.46+1.07 (TP8), 40.47+1.69+0.56+1.11 (TP4)
-KV_FIXED_GIB = {8: 39.10 + 1.44 + 0.46 + 1.07, 4: 40.47 + 1.69 + 0.56 + 1.11}
-REFERENCE_UTILIZATION = 0.90  # production --gpu-memory-utilization 0.90
-# Hybrid KV (docs/FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
-# fills first, not tokens / 1.078M, so each context token costs more than one pool token. The figure and its
-# derivation from the seed (1.80 < cost < 2.06) are the model profile's (ascend_operator/data/
-# model_profiles.yaml), which `aisctl plan` counts max-length requests with: one number for both. 2.03 puts
-# a baseline 512K prompt at ~98.7%, so the `stall-at-kv` fault catches it exactly where the seed's engine
-# stopped (97.5%), and without the fault it completes as the seed's baseline did.
+# The figures are the model profile's (ascend_operator/data/model_profiles.yaml, each cited there), the same
+# copy `aisctl plan` and the operator's budget check read: one number per fact. aissim plays the seed's model;
+# its one-node layouts are keyed here by tensor-parallel size (TP8 x DP1 and TP4 x DP2).
 PROFILE = "deepseek-v4-flash-w8a8"  # the model aissim plays: the seed's (its examples name this profile)
-KV_POOL_TOKENS_PER_CONTEXT_TOKEN = load_profiles()[PROFILE].kv_pool_tokens_per_context_token
-DSA_CP_KV_POOL_TOKENS = {8: 969_000, 4: 799_000}  # docs/FACTS.md "With DSA-CP on, KV capacity drops to ..."
+_MODEL = load_profiles()[PROFILE]
+_LAYOUTS = {layout.tensor: layout for layout in _MODEL.layouts if layout.nodes == 1}
+REFERENCE_UTILIZATION = _MODEL.measured_at_utilization  # production --gpu-memory-utilization 0.90
+# "GPU KV cache size: 1,078,120 tokens" (TP8), ~941K (DP2 x TP4), at the reference utilization
+KV_POOL_TOKENS_MEASURED = {tp: layout.kv_pool_tokens for tp, layout in _LAYOUTS.items()}
+KV_FREE_GIB_MEASURED = {tp: layout.free_kv_gib for tp, layout in _LAYOUTS.items()}  # ~13.8 GiB | ~12.1 GiB
+# weights + activation + non-torch + graph: 39.10+1.44+0.46+1.07 (TP8), 40.47+1.69+0.56+1.11 (TP4)
+KV_FIXED_GIB = {tp: layout.fixed_gib for tp, layout in _LAYOUTS.items()}
+# "With DSA-CP on, KV capacity drops to ~969K (TP8) / ~799K (DP2 x TP4)"
+DSA_CP_KV_POOL_TOKENS = {tp: layout.kv_pool_tokens_long_context for tp, layout in _LAYOUTS.items()}
+# Hybrid KV (docs/FACTS.md "Logs disagree by design"): the reported kv_cache_usage_perc follows the group that
+# fills first, not tokens / 1.078M, so each context token costs more than one pool token (2.03, bounded
+# 1.80-2.06 by the seed in the profile). 2.03 puts a baseline 512K prompt at ~98.7%, so the `stall-at-kv` fault
+# catches it exactly where the seed's engine stopped (97.5%), and without the fault it completes as the seed's
+# baseline did.
+KV_POOL_TOKENS_PER_CONTEXT_TOKEN = _MODEL.kv_pool_tokens_per_context_token
 # Startup requirement fitted in the seed: needed_KV ~= 8.15 KiB x max_model_len + 553 KiB x MBT
 # (docs/FACTS.md "Startup requirement"; MBT 32768 "does not start").
-STARTUP_KIB_PER_MODEL_LEN_TOKEN = 8.15
-STARTUP_KIB_PER_BATCHED_TOKEN = 553.0
+STARTUP_KIB_PER_MODEL_LEN_TOKEN = _MODEL.startup_kib_per_model_len_token
+STARTUP_KIB_PER_BATCHED_TOKEN = _MODEL.startup_kib_per_batched_token
 # KV transfer between a prefill and a decode engine (P/D): the seed measured none. An Atlas 800 A2 has one
 # 200GE RoCE port per NPU, 25 GB/s at line rate; Mooncake moves less than line rate, so this is a lower bound
 # on transfer time and a knob (`--sim-kv-transfer-gbps`), not a figure.
@@ -171,15 +177,15 @@ def decode_tpot_s(*, batch: int, tp: int) -> float:
 def kv_free_gib(*, utilization: float, tp: int) -> float:
     """KV memory per NPU at a --gpu-memory-utilization, from the seed's budget at 0.90."""
     col = _column(tp)
-    usable = (KV_FREE_GIB_AT_090[col] + KV_FIXED_GIB[col]) / REFERENCE_UTILIZATION
+    usable = (KV_FREE_GIB_MEASURED[col] + KV_FIXED_GIB[col]) / REFERENCE_UTILIZATION
     return max(0.0, utilization * usable - KV_FIXED_GIB[col])
 
 
 def kv_pool_tokens(*, utilization: float, tp: int) -> int:
     """The engine's logged KV size in tokens (1,078,120 for TP8 at 0.90), scaled with memory utilization."""
     col = _column(tp)
-    ratio = kv_free_gib(utilization=utilization, tp=tp) / KV_FREE_GIB_AT_090[col]
-    return int(KV_POOL_TOKENS_AT_090[col] * ratio)
+    ratio = kv_free_gib(utilization=utilization, tp=tp) / KV_FREE_GIB_MEASURED[col]
+    return int(KV_POOL_TOKENS_MEASURED[col] * ratio)
 
 
 def kv_bytes_per_context_token(*, tp: int) -> float:
@@ -187,8 +193,8 @@ def kv_bytes_per_context_token(*, tp: int) -> float:
     MLA latent cache is whole on every TP rank, so each rank of a decode engine pulls this much per token
     from one rank of the prefill engine, all ranks at once)."""
     col = _column(tp)
-    context_tokens = KV_POOL_TOKENS_AT_090[col] / KV_POOL_TOKENS_PER_CONTEXT_TOKEN
-    return KV_FREE_GIB_AT_090[col] * 1024**3 / context_tokens
+    context_tokens = KV_POOL_TOKENS_MEASURED[col] / KV_POOL_TOKENS_PER_CONTEXT_TOKEN
+    return KV_FREE_GIB_MEASURED[col] * 1024**3 / context_tokens
 
 
 def kv_transfer_s(*, tokens: int, tp: int, gbps: float) -> float:
