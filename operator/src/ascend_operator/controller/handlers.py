@@ -38,6 +38,7 @@ from ascend_operator.clients.nodes import NodeLiveness
 from ascend_operator.clients.secrets import ApiKeyCache, read_secret_key
 from ascend_operator.controller.deletions import stored_rolls
 from ascend_operator.controller.engine_io import Monitor, MonitorState
+from ascend_operator.controller.laps import Laps
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.operator_metrics import forget_service, publish_chip_reports, record_pass, start_service
 from ascend_operator.controller.reconcile import Context, reconcile
@@ -52,7 +53,7 @@ from ascend_operator.render.netpol import OperatorPeer
 DEFAULT_RESYNC_SECONDS = 30.0
 #: Seconds a loop waits after a failed pass before events may wake it again.
 ERROR_BACKOFF_SECONDS = 5.0
-#: A pass that takes this long is logged with its time (its slow steps are logged by controller/steps.py);
+#: A pass that takes this long is logged with its time (a reconcile pass with its laps: controller/laps.py);
 #: every pass's time is also the histogram `ascend_operator_pass_duration_seconds{loop}`.
 SLOW_PASS_SECONDS = 5.0
 #: Resync periods vary by this fraction either way.
@@ -180,10 +181,15 @@ def _poster(body: kopf.Body) -> EventSink:
 
 
 async def _guarded(
-    run: Callable[[], Awaitable[object]], *, stopped: kopf.DaemonStopped, logger: kopf.Logger, loop: str
+    run: Callable[[], Awaitable[object]],
+    *,
+    stopped: kopf.DaemonStopped,
+    logger: kopf.Logger,
+    loop: str,
+    laps: Laps | None = None,
 ) -> None:
     """Run one pass of `loop` and time it; an error is logged and followed by a back-off, never allowed to
-    end the loop."""
+    end the loop. A slow pass is logged with where its time went, when it kept `laps`."""
     what = f"{loop} pass"
     started = time.monotonic()
     try:
@@ -191,7 +197,7 @@ async def _guarded(
         took = time.monotonic() - started
         record_pass(loop, took)
         if took >= SLOW_PASS_SECONDS:
-            logger.info(f"{what} took {took:.1f}s")
+            logger.info(f"{what} took {took:.1f}s" + (f": {laps.summary()}" if laps is not None else ""))
         return
     except kopf.TemporaryError as exc:
         logger.info(f"{what} will be retried: {exc}")
@@ -242,6 +248,7 @@ async def service_loop(
         unhealthy_nodes=_kept_off(memo),
     )
     memory = service_memory(memo, body)
+    laps = Laps(clock=ctx.mono)
     if namespace is not None:
         start_service(namespace, name)
     # only ever cancelled when kopf gives up on this daemon: on a stop, it has ended already
@@ -249,7 +256,8 @@ async def service_loop(
     try:
         while not stopped:
             waker.clear()
-            await _guarded(lambda: reconcile(body, ctx, memory), stopped=stopped, logger=logger, loop="reconcile")
+            run = functools.partial(reconcile, body, ctx, memory, laps=laps)
+            await _guarded(run, stopped=stopped, logger=logger, loop="reconcile", laps=laps)
             # jittered, so services created together do not resync together
             await _sleep(stopped, waker, float(memo.resync_seconds) * random.uniform(1 - JITTER, 1 + JITTER))
     finally:

@@ -28,6 +28,7 @@ from ascend_operator.controller.context import Context
 from ascend_operator.controller.disaggregation import Pair
 from ascend_operator.controller.groups import group_status
 from ascend_operator.controller.inference_pool import previous_condition
+from ascend_operator.controller.laps import Laps
 from ascend_operator.controller.operator_metrics import publish_conditions
 from ascend_operator.controller.rollout import Rollout, plan_rollout
 from ascend_operator.controller.service_state import ServiceMemory
@@ -141,12 +142,17 @@ def _current_hash(spec: AscendInferenceServiceSpec, key_version: str | None, rol
     return group_spec_hash(spec) if is_multi_node(spec) else spec_hash(spec, key_version=key_version)
 
 
-async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory) -> dict[str, Any]:
-    """One pass; returns the status it computed."""
+async def reconcile(
+    body: Mapping[str, Any], ctx: Context, memory: ServiceMemory, *, laps: Laps | None = None
+) -> dict[str, Any]:
+    """One pass; returns the status it computed. `laps` times its phases (the caller logs a slow pass's)."""
+    laps = laps if laps is not None else Laps(clock=ctx.mono)
+    laps.start()
     meta = body["metadata"]
     owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
     generation = meta.get("generation")
     parsed, findings = _findings(body)
+    laps.lap("spec")
     errors = [f"{f.field}: {f.message}" for f in findings if f.severity is Severity.ERROR]
     if memory.announced_generation != generation:
         memory.announced_generation = generation
@@ -155,6 +161,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
                 ctx.events("Warning", Relayed(f.rule), f"{f.field}: {f.message}")
 
     pods = [pod_view(p) for p in await service_pods(ctx.kube, owner.namespace, owner.name)]
+    laps.lap("pods")
     deleting = meta.get("deletionTimestamp") is not None  # garbage collection takes the children
     previous = memory.previous(body.get("status"))  # as stored: what a patch is compared with (`status_due`)
     before = stored_status({"metadata": meta, "status": previous})  # the same, read through the model
@@ -164,6 +171,7 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     rollout: Rollout | None = None
     extra = overlay(AscendInferenceServiceStatus(), memory.live)
     key_version = await _key_version(ctx, parsed, owner.namespace) if parsed is not None and not errors else None
+    laps.lap("api key")
     if parsed is not None and not errors and not deleting:
         desired = _desired(ctx, parsed, owner, key_version)  # a P/D split's engines are its roles'
         rollout = await plan_rollout(
@@ -176,14 +184,16 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
             memory=memory,
             now=ctx.now(),
         )
+        laps.lap("rollout")
         seen = Pass(ctx=ctx, parsed=parsed, desired=desired, memory=memory, before=before, pods=pods,
-                    rollout=rollout, extra=extra)  # fmt: skip
+                    rollout=rollout, extra=extra, laps=laps)  # fmt: skip
         await walk(seen)  # the rows of controller/steps.py, in order: engines first
         pods, extra, conditions, pair = seen.pods, seen.extra, seen.conditions, seen.pair
 
     failures: dict[str, str] = {}
     if any(may_fail_mount(p) for p in pods):  # read events only when a pod is stuck before its containers
         failures = mount_failures(await ctx.kube.list(EVENT, owner.namespace, fields=FAILED_MOUNT_EVENTS), pods)
+        laps.lap("mount events")
     valid = parsed is not None and not errors
     if parsed is not None:
         pods = _explain_unfit(ctx, parsed.spec, pods)
@@ -205,10 +215,12 @@ async def reconcile(body: Mapping[str, Any], ctx: Context, memory: ServiceMemory
     )
     status = compute_status(pair.observed(observed) if pair else observed, previous=before, now=ctx.now())
     publish_conditions(owner.namespace, owner.name, status["conditions"])
+    laps.lap("status")
     now = ctx.mono()
     if status_due(previous, status, live_written_at=memory.live_written_at, now=now, live_interval=ctx.live_interval):
         await ctx.kube.patch(SERVICE_CR, owner.namespace, owner.name, {"status": status}, status=True)
         memory.live_written_at, memory.written = now, status
         for event in condition_events(before, status):
             ctx.events(*event)
+        laps.lap("status patch")
     return status

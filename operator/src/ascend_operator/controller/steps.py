@@ -12,7 +12,6 @@ What the steps see goes into the `Pass` (the pods after the engines step, the ro
 services, the InferencePool's condition); the status is then computed from it, purely (controller/status.py).
 """
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from ascend_operator.controller.context import Context
 from ascend_operator.controller.disaggregation import Pair, ensure_roles, had_roles, observe_pair
 from ascend_operator.controller.engines import guarded_apply
 from ascend_operator.controller.inference_pool import sync_inference_pool
+from ascend_operator.controller.laps import Laps
 from ascend_operator.controller.operator_metrics import publish_router
 from ascend_operator.controller.owned import Drift, ensure, ensure_router, min_available, router_extra, service_drift
 from ascend_operator.controller.rollout import Rollout, keep_revision
@@ -35,12 +35,6 @@ from ascend_operator.render.desired import Desired
 from ascend_operator.render.pod import Owner
 
 Body = Mapping[str, Any]
-
-log = logging.getLogger(__name__)
-
-#: A step that takes this long is logged with its time: a pass that reacts late (a spec change drained 16 s
-#: after the patch on a loaded CI host, ~1 s on a quiet one) then says which step held it.
-SLOW_STEP_SECONDS = 2.0
 
 
 @dataclass(kw_only=True)
@@ -62,6 +56,8 @@ class Pass:
     """Conditions the steps decide (InferencePoolReady, the rollout's)."""
     pair: Pair | None = None
     """A P/D parent's roles as the pass left them."""
+    laps: Laps | None = None
+    """The pass's stopwatch: each row is a lap (controller/laps.py), so a slow pass says which row held it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,11 +149,9 @@ STEPS: tuple[Step, ...] = (
 async def walk(p: Pass) -> None:
     """Apply every row in order; an error stops the pass (kopf retries it), leaving what is done done."""
     for step in STEPS:
-        started = p.ctx.mono()
         await step.apply(p)
-        if (took := p.ctx.mono() - started) >= SLOW_STEP_SECONDS:
-            owner = p.desired.owner
-            log.info("reconcile of %s/%s: step %s took %.1fs", owner.namespace, owner.name, step.name, took)
+        if p.laps is not None:
+            p.laps.lap(step.name)
     if p.rollout is not None:  # the revisions and the last rollout (controller/rollout.py)
         p.extra = overlay(p.extra, p.rollout.extra)
         p.conditions += [p.rollout.condition] if p.rollout.condition is not None else []
