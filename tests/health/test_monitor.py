@@ -21,6 +21,7 @@ from ascend_operator.clients.engine import CanaryResult
 from ascend_operator.controller import engine_io
 from ascend_operator.controller import monitor as monitor_module
 from ascend_operator.controller.engine_io import Monitor, MonitorState
+from ascend_operator.controller.laps import Laps
 from ascend_operator.controller.monitor import health_pass
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.disruption import RollReason
@@ -375,7 +376,7 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
             return None
 
     clock = [100.0]
-    state, memory = MonitorState(), ServiceMemory()
+    state, memory = MonitorState(laps=Laps(clock=lambda: clock[0])), ServiceMemory()
     kube = cluster(pod("a-0", "u0", "127.0.0.2"))
     mon = Monitor(kube=kube, engines=Silent(), events=lambda t, r, m: None, mono=lambda: clock[0])
     caplog.set_level(logging.DEBUG, logger=engine_io.__name__)
@@ -390,6 +391,7 @@ async def test_a_failed_scrape_is_logged_with_its_pod_and_time_and_counted(
             for n in (1, 2)
         ]
         assert state.scrape_failures == {"u0": 2}
+        assert state.laps.summary() == f"scrape {timeout:.1f}s"  # what a slow pass's log line gives as its cause
         kube.remove("Pod", "a-0")
         await health_pass(mon, spec=example.spec, namespace="ns", service="a", state=state, memory=memory)
         assert state.scrape_failures == {}  # a gone pod's count goes with it

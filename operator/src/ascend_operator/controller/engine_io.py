@@ -16,6 +16,7 @@ from ascend_operator.clients.engine import CanaryResult, Engines
 from ascend_operator.clients.resources import Kube
 from ascend_operator.clients.secrets import ApiKeyCache
 from ascend_operator.contract.mindcluster import NodeReport
+from ascend_operator.controller.laps import Laps
 from ascend_operator.controller.service_state import EventSink
 from ascend_operator.controller.views import PodView
 from ascend_operator.health.judge import CanaryOutcome, PodHealth
@@ -36,6 +37,8 @@ class MonitorState:
     """Warnings already posted (an unreadable key Secret), so each is one event, not one per pass."""
     scrape_failures: dict[str, int] = field(default_factory=dict)
     """A pass's scrapes that gave no sample, by pod uid (logged at debug with each failure)."""
+    laps: Laps = field(default_factory=lambda: Laps(clock=time.monotonic))
+    """Where the last pass spent its time (controller/laps.py), for the slow-pass log line."""
 
     def forget(self, keep: set[str]) -> None:
         """Drop the pods not in `keep` (gone, terminating), cancelling their canaries."""

@@ -306,7 +306,7 @@ async def health_loop(
                 run = functools.partial(
                     health_pass, monitor, spec=spec, namespace=namespace, service=name, state=state, memory=memory
                 )
-                await _guarded(run, stopped=stopped, logger=logger, loop="health")
+                await _guarded(run, stopped=stopped, logger=logger, loop="health", laps=state.laps)
                 # the reconcile loop patches what the pass found: at once when a verdict changed, the live
                 # engine figures only every live_interval (they change at every scrape under load)
                 live = memory.live_due(body.get("status"), now=time.monotonic(), interval=float(memo.live_interval))

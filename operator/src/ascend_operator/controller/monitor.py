@@ -39,6 +39,7 @@ from ascend_operator.controller.engine_io import (
     scrape,
     service_api_key,
 )
+from ascend_operator.controller.node_losses import node_losses
 from ascend_operator.controller.operator_metrics import publish_engines, publish_figures, record_canary_failure
 from ascend_operator.controller.service_state import ServiceMemory
 from ascend_operator.controller.status import PodFault, overlay
@@ -62,7 +63,6 @@ from ascend_operator.health.machine import (
     resume,
     step,
 )
-from ascend_operator.health.node_loss import NodeLossInput, judge_node_loss
 from ascend_operator.health.recycle import recycle_due
 from ascend_operator.health.samples import EngineSample
 from ascend_operator.health.stall import decode_slots
@@ -217,63 +217,6 @@ def _chip_finding(mon: Monitor, state: MonitorState, pod: PodView, every: list[P
     return None
 
 
-def _node_losses(
-    mon: Monitor,
-    spec: AscendInferenceServiceSpec,
-    every: list[PodView],
-    samples: Mapping[str, EngineSample | None],
-    memory: ServiceMemory,
-) -> list[Candidate]:
-    """Pods (terminating ones too) given up because their node stopped reporting and their engine does not
-    answer (health/node_loss.py), one candidate per replica: a group is asked for through its leader when any
-    member is on a lost node (`_group_target`: a worker left there by an earlier recreation goes by itself). A
-    worker serves no API the operator reaches, so its node alone decides."""
-    if mon.nodes is None:
-        return []
-    now, found, lost_nodes = mon.wall(), {}, set()
-    leaders = {p.replica: p for p in every if p.worker_index == 0}
-    for pod in every:
-        if not pod.node:
-            continue
-        answering = pod.leader_or_single and samples.get(pod.uid) is not None
-        check = NodeLossInput(
-            pod=pod.name,
-            node_name=pod.node,
-            node=mon.nodes(pod.node),
-            answering=answering,
-            now=now,
-            window=spec.health.node_lost_seconds,
-        )
-        reason, message, failed = judge_node_loss(check)
-        if not failed:
-            continue
-        lost_nodes.add(pod.node)
-        target = pod if pod.leader_or_single else _group_target(pod, leaders.get(pod.replica), check)
-        if target is not None and target.uid not in found:
-            found[target.uid] = Candidate(pod=target.name, uid=target.uid, reason=RollReason(reason), message=message)
-    memory.lost_nodes = frozenset(lost_nodes)
-    return list(found.values())
-
-
-def _group_target(worker: PodView, leader: PodView | None, check: NodeLossInput) -> PodView:
-    """Who goes for a worker on a lost node: its group, through the leader, when the leader predates the
-    node's last report (the group the worker belongs to); else the worker alone. A worker already terminating, or one
-    whose leader started after the node went silent, was left behind by its group's earlier deletion (a stall
-    roll: a lost peer stops the leader's ranks first) or placed there before the node was tainted: deleting
-    the new leader would only recreate the group again, while the worker's name is what the group's
-    successor waits for."""
-    node = check.node
-    silence = check.silence
-    # the node last reported at its Lease's last renewal (the silence is seen only when the Lease expires,
-    # up to its 40 s later: a leader a stall roll recreated in between is already a new group)
-    heard = None if node is None else node.lease_renewed
-    quiet = heard if heard is not None else (silence[0] if silence is not None else None)
-    started = epoch(leader.started_at) if leader is not None else None
-    if worker.terminating or leader is None or quiet is None or started is None or started >= quiet:
-        return worker
-    return leader
-
-
 def _resume(pod: PodView) -> PodHealth:
     """A pod this operator process sees for the first time, from what it carries (health/machine.py `resume`):
     its gate, its drift baseline, whether its engine restarted after the gate was last written, and whether
@@ -312,7 +255,9 @@ async def health_pass(
     # A group is judged through its leader (it serves the API and the metrics of every DP rank); a
     # worker is `--headless`. Deleting a leader recreates its whole group (RecreateGroupOnPodRestart).
     # The worker pods are kept for the group's verdict (health.group: a gone worker is WorkerGone).
+    state.laps.start()
     every = [pod_view(p) for p in await service_pods(mon.kube, namespace, service)]
+    state.laps.lap("pods")
     views = [v for v in every if v.leader_or_single]
     live = [p for p in views if p.ip and p.phase == "Running" and not p.terminating]
     state.forget({p.uid for p in live})
@@ -325,10 +270,12 @@ async def health_pass(
             strict=True,
         )
     )
+    state.laps.lap("scrape")
     answering = [p for p in live if samples[p.uid] is not None]
     outcomes = finished_canaries(state)
     api_key = await service_api_key(mon, spec, namespace, state) if answering else None
     configs = await _config_checks(mon, spec, state, answering, samples, api_key)
+    state.laps.lap("config check")
     verdicts: dict[str, Verdict] = {}
     rolls: list[Candidate] = []  # what the machines ask for, and nothing else: their actions are the only path
     for pod in live:
@@ -364,13 +311,15 @@ async def health_pass(
             for p in live
         },
     )
+    state.laps.lap("judge and gates")
     await _keep_baselines(mon, state, live, namespace)
     prefill = spec.pd_role is not None and spec.pd_role.role.value == "prefill"
     _share(memory, state, samples, scraped_at=scraped_at, holds_kv=prefill)
     site = Site(kube=mon.kube, events=mon.events, namespace=namespace, service=service, clock=mon.wall)
     # refused health rolls become memory.overrides: what was found, on which pod, and which rule held it
-    candidates = rolls + _recycle(spec, views, now=mon.wall()) + _node_losses(mon, spec, every, samples, memory)
+    candidates = rolls + _recycle(spec, views, now=mon.wall()) + node_losses(mon, spec, every, samples, memory)
     await disrupt(site, memory, spec, source="health", candidates=candidates)
+    state.laps.lap("disruption")
     # a draining pod takes no canary: its requests must reach 0, and the canary is one
     idle = [p for p in answering if p.drain is None]
     launch_canaries(mon, spec, state, idle, namespace=namespace, api_key=api_key)
@@ -403,3 +352,4 @@ async def health_pass(
         hpa=await other_autoscaler(site),
     )
     await autoscale(site, memory, spec, found, now=now)
+    state.laps.lap("autoscaling")
