@@ -104,3 +104,23 @@ def test_the_window_waits_until_the_new_pod_carries_its_share() -> None:
     done = memory.rollout.concluded
     assert done is not None
     assert (done.verdict.outcome, done.verdict.signal) == (Outcome.FAILED, "TTFT")
+
+
+def test_a_host_freeze_one_side_missed_is_no_regression() -> None:
+    """Both sides are judged over the same scrapes: a pass where a previous replica gave no sample adds
+    nothing to either side. Seen in a cold CI run: the host stopped every process for ~50 s, the judged pod's
+    first scrape after it answered and the previous replica's timed out, so the new side's span took in 50 s
+    of no tokens and the old side's did not (51 against 261 tokens/s per running request): a neutral change
+    rolled back. Here the engines do nothing for 50 s (no tick), then only the new pod answers."""
+    memory = judging(ServiceMemory())
+    pods = [pod("x-0", "new"), pod("x-1", "old")]
+    engines = {"x-0": Engine(ttft=0.3, rps=3), "x-1": Engine(ttft=0.3, rps=3)}
+    run(memory, pods, engines, until=8)
+    assert memory.rollout.concluded is None
+    ready = {p.uid for p in pods}
+    after_freeze = {"x-0": engines["x-0"].tick(60.0), "x-1": None}
+    observe_rollout(memory, ANALYSIS, live=pods, ready=ready, samples=after_freeze, canary_failures={}, now=60.0)
+    run(memory, pods, engines, start=61, until=90)
+    done = memory.rollout.concluded
+    assert done is not None
+    assert done.verdict.outcome is Outcome.PASSED, done.verdict

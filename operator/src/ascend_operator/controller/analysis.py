@@ -6,7 +6,9 @@ reconcile loop (controller/rollout.py) to act on.
 - the window starts when the judged pod is Ready by the health judgement (canary and config check passed)
   and carries at least half the requests in flight of a previous replica (clients move to it as their
   requests end), so neither its load time nor its ramp is part of it; it covers the same scrapes on both
-  sides;
+  sides: a pass in which any of those pods gave no sample adds to neither side (a cold CI run froze the host
+  for ~50 s; the judged pod's next scrape answered, a previous replica's timed out, and the new side alone
+  counted 50 s without tokens: a neutral change rolled back on TokensPerRequest 0.20x);
 - too little traffic extends it; a judged pod that goes before the verdict (a stall or fault roll) or
   carries a fault (Stalled, ConfigMismatch) is a failed analysis;
 - with no replica left on the previous revision (one replica), the figures recorded over the last full
@@ -137,7 +139,8 @@ def analyse(
             failures_at_start=canary_failures.get(judged.uid, 0),
         )
         rm.window = w
-    _add(w, [judged, *baseline], samples)
+    if all(samples.get(p.uid) is not None for p in (judged, *baseline)):  # or a span only one side has
+        _add(w, [judged, *baseline], samples)
     if now - w.start < j.analysis.seconds:
         return
     failed = canary_failures.get(judged.uid, 0) - w.failures_at_start
