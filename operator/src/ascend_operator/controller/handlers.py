@@ -288,7 +288,7 @@ async def health_loop(
         chips=None if reports is None else reports.report,
         nodes=None if memo.get("node_liveness") is None else memo.node_liveness.state,
     )
-    state = MonitorState()
+    state = MonitorState(laps=Laps(clock=monitor.mono))  # the pass's own clock, as the reconcile loop's
     interval = _scrape_interval(body)
     # the first pass at a random point of the scrape interval: a fleet's passes spread over it instead of
     # running (and scraping, and waking their reconcile loops) together

@@ -20,7 +20,10 @@ class Laps:
 
     clock: Callable[[], float]
     laps: list[tuple[str, float]] = field(default_factory=list)
-    _mark: float | None = None
+    _mark: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._mark = self.clock()
 
     def start(self) -> None:
         """Begin (or begin again: a pass retried after an error starts from zero)."""
@@ -30,8 +33,6 @@ class Laps:
     def lap(self, name: str) -> None:
         """End the phase `name` now; the next phase starts here."""
         now = self.clock()
-        if self._mark is None:  # never started: the first phase runs from its own end (counts 0)
-            self._mark = now
         self.laps.append((name, now - self._mark))
         self._mark = now
 

@@ -49,6 +49,8 @@ class Pass:
     """The status as stored, read through the model once per pass."""
     pods: list[PodView]
     """The service's pods; re-read after the engines step when it acted."""
+    laps: Laps
+    """The pass's stopwatch: each row is a lap (controller/laps.py), so a slow pass says which row held it."""
     rollout: Rollout | None = None
     extra: AscendInferenceServiceStatus = field(default_factory=AscendInferenceServiceStatus)
     """Status fields the steps add (the router's, the rollout's)."""
@@ -56,8 +58,6 @@ class Pass:
     """Conditions the steps decide (InferencePoolReady, the rollout's)."""
     pair: Pair | None = None
     """A P/D parent's roles as the pass left them."""
-    laps: Laps | None = None
-    """The pass's stopwatch: each row is a lap (controller/laps.py), so a slow pass says which row held it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,8 +150,7 @@ async def walk(p: Pass) -> None:
     """Apply every row in order; an error stops the pass (kopf retries it), leaving what is done done."""
     for step in STEPS:
         await step.apply(p)
-        if p.laps is not None:
-            p.laps.lap(step.name)
+        p.laps.lap(step.name)
     if p.rollout is not None:  # the revisions and the last rollout (controller/rollout.py)
         p.extra = overlay(p.extra, p.rollout.extra)
         p.conditions += [p.rollout.condition] if p.rollout.condition is not None else []
